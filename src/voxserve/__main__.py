@@ -1,0 +1,5 @@
+import sys
+
+from voxserve.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Audio data types and signal processing: chunks, resampling, decoding reference audio."""

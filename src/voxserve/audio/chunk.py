@@ -1,0 +1,32 @@
+"""AudioChunk: a piece of mono float32 PCM that states its own sample rate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+Float32Array = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class AudioChunk:
+    """Mono float32 samples in [-1, 1] at ``sample_rate`` Hz."""
+
+    samples: Float32Array
+    sample_rate: int
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.samples) / self.sample_rate
+
+    def to_int16_bytes(self) -> bytes:
+        """Signed 16-bit little-endian PCM, clipped rather than wrapped."""
+        return float_to_int16_bytes(self.samples)
+
+
+def float_to_int16_bytes(samples: Float32Array) -> bytes:
+    """Convert float32 [-1, 1] to s16le bytes, clipping out-of-range values."""
+    clipped = np.clip(samples, -1.0, 1.0)
+    return (clipped * 32767.0).round().astype("<i2").tobytes()

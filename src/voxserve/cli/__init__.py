@@ -1,0 +1,1 @@
+"""The ``voxserve`` command line: thin wrappers over library calls."""

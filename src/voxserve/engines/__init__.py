@@ -1,0 +1,1 @@
+"""Speech engines behind one small interface (see ``base.Engine``)."""

@@ -1,0 +1,1 @@
+"""Text processing before synthesis: incremental segmentation and English normalization."""
