@@ -1,0 +1,1 @@
+"""The HTTP/WebSocket server: app factory, protocol routers, auth, metrics."""

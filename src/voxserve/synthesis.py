@@ -1,0 +1,345 @@
+"""The one synthesis pipeline: text (whole or incremental) → segment → normalize → engine → resample.
+
+Every protocol (HTTP, WebSocket, SageMaker) drives an ``Utterance``: it feeds text,
+says when input is done, and iterates events. Segments are synthesized on the
+scheduler's workers one at a time per utterance, in order; the next segment is
+submitted the moment the previous one finishes, so it is synthesized while the
+protocol is still sending the previous audio. ``cancel()`` stops the running
+segment between engine chunks, drops queued work and ends the event stream at once.
+
+Encoding is the protocol's business (one file per utterance over HTTP, one per
+sentence on the WebSocket when not streaming), so events carry float32 PCM at the
+requested output rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from voxserve.audio.chunk import Float32Array
+from voxserve.audio.resample import StreamResampler
+from voxserve.engines.base import Engine, SynthesisRequest
+from voxserve.errors import PayloadTooLargeError, TooBusyError, VoxserveError
+from voxserve.scheduler import Job, Scheduler
+from voxserve.text.normalize import normalize_english
+from voxserve.text.segmenter import ChunkSchedule, Granularity, Segment, Segmenter
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentStarted:
+    index: int
+    text: str
+    """The segment's original text (not normalized), so clients can caption it."""
+
+
+@dataclass(frozen=True, slots=True)
+class AudioReady:
+    index: int
+    samples: Float32Array
+    """Mono float32 at the utterance's output rate."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFinished:
+    index: int
+    audio_s: float
+    error: VoxserveError | None = None
+
+
+@dataclass(slots=True)
+class Usage:
+    characters: int = 0
+    segments: int = 0
+    audio_s: float = 0.0
+    time_to_first_audio_s: float | None = None
+    capped: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        ttfa = self.time_to_first_audio_s
+        return {
+            "characters": self.characters,
+            "segments": self.segments,
+            "audio_seconds": round(self.audio_s, 3),
+            "time_to_first_audio_ms": None if ttfa is None else round(ttfa * 1000, 1),
+            "capped": self.capped,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class UtteranceFinished:
+    usage: Usage
+    cancelled: bool = False
+
+
+UtteranceEvent = SegmentStarted | AudioReady | SegmentFinished | UtteranceFinished
+
+
+@dataclass(slots=True)
+class PipelineObserver:
+    """Hooks for metrics; each is optional and called on the event loop."""
+
+    on_first_audio: Callable[[float], None] | None = None
+    on_segment: Callable[[float, float], None] | None = None
+    """(synthesis wall seconds, audio seconds)."""
+    on_underrun: Callable[[], None] | None = None
+    on_cancel: Callable[[], None] | None = None
+    on_finish: Callable[[Usage], None] | None = None
+
+
+class SynthesisPipeline:
+    """Shared by all protocols: owns admission (how many utterances may run) and hands out Utterances."""
+
+    def __init__(self, engine: Engine, scheduler: Scheduler, *, max_streams: int = 64) -> None:
+        self.engine = engine
+        self.scheduler = scheduler
+        self.max_streams = max_streams
+        self.active = 0
+
+    def utterance(
+        self,
+        request: SynthesisRequest,
+        *,
+        output_rate: int,
+        granularity: Granularity = "sentence",
+        schedule: ChunkSchedule | None = None,
+        max_buffer_chars: int = 100_000,
+        observer: PipelineObserver | None = None,
+    ) -> Utterance:
+        """Start an utterance; raises ``TooBusyError`` past ``max_streams`` (call on the event loop)."""
+        if self.active >= self.max_streams:
+            raise TooBusyError(
+                f"Server is at capacity ({self.max_streams} concurrent streams); retry shortly.", retry_after_s=1.0
+            )
+        self.active += 1
+        return Utterance(
+            self, request, output_rate=output_rate, granularity=granularity, schedule=schedule,
+            max_buffer_chars=max_buffer_chars, observer=observer or PipelineObserver(),
+        )  # fmt: skip
+
+    def _release(self) -> None:
+        self.active -= 1
+
+
+@dataclass(slots=True)
+class _Progress:
+    """Playback bookkeeping, used to order this utterance's work against others'."""
+
+    created_at: float = field(default_factory=time.monotonic)
+    started_at: float | None = None
+    """When the first text arrived."""
+    first_audio_at: float | None = None
+    playback_end: float | None = None
+    """When the client will have played all audio sent so far (real-time playback from the first chunk)."""
+    segment_submitted_at: float = 0.0
+
+
+class Utterance:
+    """One utterance: text in (all at once or piece by piece), events out, cancellable at any point."""
+
+    def __init__(
+        self,
+        pipeline: SynthesisPipeline,
+        request: SynthesisRequest,
+        *,
+        output_rate: int,
+        granularity: Granularity,
+        schedule: ChunkSchedule | None,
+        max_buffer_chars: int,
+        observer: PipelineObserver,
+    ) -> None:
+        self._pipeline = pipeline
+        self._engine = pipeline.engine
+        self.request = request
+        self.output_rate = output_rate
+        self._segmenter = Segmenter(granularity, schedule)
+        self._max_buffer_chars = max_buffer_chars
+        self._observer = observer
+        self._loop = asyncio.get_running_loop()
+        self._events: asyncio.Queue[UtteranceEvent] = asyncio.Queue()
+        self._pending: deque[Segment] = deque()
+        self._job: Job | None = None
+        self._input_done = False
+        self._done = False
+        self._released = False
+        self._prepared = False
+        self._progress = _Progress()
+        self.usage = Usage()
+
+    # ----- input side -----------------------------------------------------------------
+
+    def feed(self, text: str) -> None:
+        """Add text; complete segments are queued for synthesis at once."""
+        if self._done or self._input_done:
+            raise RuntimeError("utterance input is closed")
+        if not text:
+            return
+        if self.usage.characters + len(text) > self._max_buffer_chars:
+            raise PayloadTooLargeError(
+                f"Utterance text exceeds {self._max_buffer_chars} characters; send input.done and start another.",
+                param="text",
+            )
+        if self._progress.started_at is None:
+            self._progress.started_at = time.monotonic()
+        self.usage.characters += len(text)
+        self._pending.extend(self._segmenter.feed(text))
+        self._submit_next()
+
+    def finish(self) -> None:
+        """No more text: the rest of the buffer becomes the last segment(s)."""
+        if self._done or self._input_done:
+            return
+        self._input_done = True
+        if self._progress.started_at is None:
+            self._progress.started_at = time.monotonic()
+        self._pending.extend(self._segmenter.flush())
+        self._submit_next()
+        self._maybe_finish()
+
+    def cancel(self) -> None:
+        """Stop now: the running segment stops between engine chunks, nothing else is synthesized."""
+        if self._done:
+            return
+        self.request.cancelled.set()
+        if self._job is not None:
+            self._job.cancel()
+        self._pending.clear()
+        if self._observer.on_cancel:
+            self._observer.on_cancel()
+        self._end(cancelled=True)
+
+    def close(self) -> None:
+        """Release the stream slot; cancels if still running. Idempotent."""
+        if not self._done:
+            self.cancel()
+        if not self._released:
+            self._released = True
+            self._pipeline._release()
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def idle(self) -> bool:
+        """True when all text fed so far has been synthesized and sent (only input may still come)."""
+        return self._job is None and not self._pending
+
+    # ----- output side ----------------------------------------------------------------
+
+    async def events(self) -> AsyncIterator[UtteranceEvent]:
+        """Events in order; ends after ``UtteranceFinished`` (also after a cancel)."""
+        while True:
+            event = await self._events.get()
+            yield event
+            if isinstance(event, UtteranceFinished):
+                return
+
+    # ----- scheduling -------------------------------------------------------------------
+
+    def _deadline(self) -> float:
+        progress = self._progress
+        if progress.playback_end is None:
+            return progress.started_at or progress.created_at
+        return progress.playback_end
+
+    def _submit_next(self) -> None:
+        if self._done or self._job is not None or not self._pending:
+            return
+        segment = self._pending.popleft()
+        self._progress.segment_submitted_at = time.monotonic()
+        self._job = self._pipeline.scheduler.submit(lambda: self._run_segment(segment), deadline=self._deadline())
+
+    def _maybe_finish(self) -> None:
+        if self._input_done and self._job is None and not self._pending and not self._done:
+            self._end(cancelled=False)
+
+    def _end(self, *, cancelled: bool) -> None:
+        self._done = True
+        self._job = None
+        if not cancelled and self._observer.on_finish:
+            self._observer.on_finish(self.usage)
+        self._events.put_nowait(UtteranceFinished(self.usage, cancelled=cancelled))
+
+    # ----- worker thread ----------------------------------------------------------------
+
+    def _post(self, event: UtteranceEvent) -> None:
+        self._loop.call_soon_threadsafe(self._deliver, event)
+
+    def _run_segment(self, segment: Segment) -> None:
+        """Runs on a scheduler worker thread."""
+        request = self.request
+        if request.cancelled.is_set():
+            return
+        started = time.monotonic()
+        self._post(SegmentStarted(segment.index, segment.text))
+        audio_samples = 0
+        error: VoxserveError | None = None
+        try:
+            if not self._prepared:
+                self.request = request = self._engine.prepare(request)
+                self._prepared = True
+            text = segment.spoken
+            if self._engine.info.needs_text_normalization:
+                text = normalize_english(text)
+            resampler = StreamResampler(self._engine.info.sample_rate, self.output_rate)
+            if any(ch.isalnum() for ch in text):
+                for chunk in self._engine.synthesize(text, request):
+                    if request.cancelled.is_set():
+                        return
+                    out = resampler.process(chunk.samples)
+                    if len(out):
+                        audio_samples += len(out)
+                        self._post(AudioReady(segment.index, out))
+            tail = resampler.flush()
+            if len(tail) and not request.cancelled.is_set():
+                audio_samples += len(tail)
+                self._post(AudioReady(segment.index, np.asarray(tail, dtype=np.float32)))
+        except VoxserveError as exc:
+            error = exc
+        except Exception as exc:
+            logger.exception("segment %d failed", segment.index)
+            error = VoxserveError(f"synthesis failed: {type(exc).__name__}: {exc}")
+        if request.extra.get("capped"):
+            self.usage.capped = True
+        if self._observer.on_segment is not None:
+            wall = time.monotonic() - started
+            audio_s = audio_samples / self.output_rate
+            self._loop.call_soon_threadsafe(self._observer.on_segment, wall, audio_s)
+        self._post(SegmentFinished(segment.index, audio_samples / self.output_rate, error))
+
+    def _deliver(self, event: UtteranceEvent) -> None:
+        """Runs on the event loop: forward a worker event, and keep the segment chain moving."""
+        if self._done:
+            return
+        progress = self._progress
+        if isinstance(event, AudioReady):
+            now = time.monotonic()
+            duration = len(event.samples) / self.output_rate
+            if progress.first_audio_at is None:
+                progress.first_audio_at = now
+                self.usage.time_to_first_audio_s = now - (progress.started_at or progress.created_at)
+                if self._observer.on_first_audio:
+                    self._observer.on_first_audio(self.usage.time_to_first_audio_s)
+            elif progress.playback_end is not None and now > progress.playback_end:
+                # Playback ran dry. It is our fault (an underrun) only if the segment was already
+                # queued when the buffered audio ran out; otherwise the client was slow to send text.
+                if progress.segment_submitted_at < progress.playback_end and self._observer.on_underrun:
+                    self._observer.on_underrun()
+            start = now if progress.playback_end is None else max(now, progress.playback_end)
+            progress.playback_end = start + duration
+            self.usage.audio_s += duration
+        self._events.put_nowait(event)
+        if isinstance(event, SegmentFinished):
+            self.usage.segments += 1
+            self._job = None
+            self._submit_next()
+            self._maybe_finish()

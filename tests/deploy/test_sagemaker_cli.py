@@ -1,0 +1,153 @@
+"""``voxserve sagemaker``: flags, exit codes, and no AWS call when the options are wrong."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import pytest
+from sagemaker_stubs import FAST_WAITER, NAME, REGION, Stubbed, queue_delete_all
+
+from voxserve.cli import sagemaker as cli
+from voxserve.deploy.sagemaker import delete as delete_module
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="voxserve")
+    cli.register(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(["sagemaker", *argv])
+
+
+class FakeBoto3:
+    """Stands in for the boto3 module: every client it makes is a Stubber-backed real client."""
+
+    def __init__(self, **clients: Any) -> None:
+        self.clients = clients
+        self.regions: list[str] = []
+
+    def Session(self, region_name: str) -> FakeBoto3:  # mirrors boto3.Session
+        self.regions.append(region_name)
+        return self
+
+    def client(self, service: str) -> Any:
+        return self.clients[service]
+
+
+@pytest.fixture(autouse=True)
+def fast_deletion_waiter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(delete_module, "DEFAULT_DELETE_WAITER_CONFIG", FAST_WAITER)
+
+
+def test_deploy_flags_default_to_the_aws_samples_choices() -> None:
+    args = parse("deploy")
+
+    assert args.instance_types == ["ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g4dn.xlarge"]
+    assert args.model_id == "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
+    assert args.provision_timeout == 1200
+    assert args.ami_version == "al2023-ami-sagemaker-inference-gpu-4-1"
+    assert args.voice == "Vivian"
+    assert str(args.output) == "validation-output.wav"
+    assert args.keep_endpoint is False
+    assert args.env == []
+
+
+def test_deploy_collects_repeated_env_flags_and_instance_types() -> None:
+    args = parse(
+        "deploy", "--instance-types", "ml.g5.xlarge", "ml.g6.xlarge", "--env", "VOXSERVE_A=1", "--env", "B=2"
+    )
+
+    assert args.instance_types == ["ml.g5.xlarge", "ml.g6.xlarge"]
+    assert args.env == ["VOXSERVE_A=1", "B=2"]
+
+
+def test_a_placeholder_role_exits_2_before_any_aws_call(
+    sm: Stubbed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The Stubber has nothing queued: any SageMaker call would raise instead of returning.
+    monkeypatch.setattr(cli, "_boto3", lambda: FakeBoto3(sagemaker=sm.client))
+    args = parse("deploy", "--role", "arn:aws:iam::123456789012:role/SageMakerRole")
+
+    assert args.func(args) == 2
+    assert "placeholder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("types", [["ml.g6.xlarge", "ml.g6.xlarge"], ["g6.xlarge"]])
+def test_invalid_instance_types_exit_2_before_any_aws_call(
+    sm: Stubbed, monkeypatch: pytest.MonkeyPatch, types: list[str]
+) -> None:
+    monkeypatch.setattr(cli, "_boto3", lambda: FakeBoto3(sagemaker=sm.client))
+    args = parse("deploy", "--role", "arn:aws:iam::210987654321:role/R", "--instance-types", *types)
+
+    assert args.func(args) == 2
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="on 3.12+ the bidirectional client can be installed")
+def test_deploy_on_python_311_refuses_before_creating_an_endpoint_it_could_not_test(
+    sm: Stubbed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli, "_boto3", lambda: FakeBoto3(sagemaker=sm.client))
+    args = parse("deploy", "--role", "arn:aws:iam::210987654321:role/R")
+
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert "Python >= 3.12" in err and "nothing was created" in err
+
+
+def test_delete_exits_0_when_everything_is_gone(sm: Stubbed, monkeypatch: pytest.MonkeyPatch) -> None:
+    queue_delete_all(sm.stub)
+    boto3 = FakeBoto3(sagemaker=sm.client)
+    monkeypatch.setattr(cli, "_boto3", lambda: boto3)
+    args = parse("delete", "--endpoint-name", NAME, "--region", REGION)
+
+    assert args.func(args) == 0
+    assert boto3.regions == [REGION]
+
+
+def test_delete_exits_1_and_names_what_is_left(
+    sm: Stubbed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sm.stub.add_response("delete_endpoint", {}, {"EndpointName": NAME})
+    sm.stub.add_client_error(
+        "describe_endpoint",
+        service_error_code="ThrottlingException",
+        service_message="slow down",
+        http_status_code=400,
+        expected_params={"EndpointName": NAME},
+    )
+    sm.stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": NAME})
+    sm.stub.add_response("delete_model", {}, {"ModelName": NAME})
+    monkeypatch.setattr(cli, "_boto3", lambda: FakeBoto3(sagemaker=sm.client))
+    args = parse("delete", "--endpoint-name", NAME, "--region", REGION)
+
+    assert args.func(args) == 1
+    assert "NOT deleted, check the console or rerun: endpoint" in capsys.readouterr().out
+
+
+def test_status_exits_1_when_there_is_no_endpoint(sm: Stubbed, monkeypatch: pytest.MonkeyPatch) -> None:
+    for operation, params in (
+        ("describe_endpoint", {"EndpointName": NAME}),
+        ("describe_endpoint_config", {"EndpointConfigName": NAME}),
+        ("describe_model", {"ModelName": NAME}),
+    ):
+        sm.stub.add_client_error(
+            operation,
+            service_error_code="ValidationException",
+            service_message="Could not find it.",
+            http_status_code=400,
+            expected_params=params,
+        )
+    monkeypatch.setattr(cli, "_boto3", lambda: FakeBoto3(sagemaker=sm.client))
+    args = parse("status", "--endpoint-name", NAME, "--region", REGION)
+
+    assert args.func(args) == 1
+
+
+def test_a_missing_boto3_is_reported_with_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "boto3", None)  # makes `import boto3` fail
+    args = parse("status", "--endpoint-name", NAME, "--region", REGION)
+
+    assert args.func(args) == 2
+    assert 'pip install "voxserve[sagemaker]"' in capsys.readouterr().err

@@ -1,0 +1,306 @@
+"""deploy(): the exact call sequence, and that nothing outlives a run unless it was kept on purpose."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from sagemaker_stubs import (
+    FAST_WAITER,
+    NAME,
+    Stubbed,
+    arn,
+    endpoint_description,
+    not_found,
+    pools,
+    queue_delete_all,
+)
+
+from voxserve.deploy.sagemaker.deploy import deploy
+from voxserve.deploy.sagemaker.requests import (
+    create_endpoint_config_request,
+    create_endpoint_request,
+    create_model_request,
+    deregister_scalable_target_request,
+    put_scaling_policy_request,
+    register_scalable_target_request,
+)
+from voxserve.deploy.sagemaker.settings import AutoscalingSettings, DeploySettings
+from voxserve.deploy.sagemaker.smoke import SmokeResult
+
+PASSED = SmokeResult(ok=True, reason="", pcm_bytes=48_000, sample_rate=24000, output_path=Path("v.wav"))
+FAILED = SmokeResult(ok=False, reason="no audio.done event", pcm_bytes=0, sample_rate=24000)
+
+
+class SmokeSpy:
+    """Stands in for the bidirectional-stream smoke test and records which endpoints it was run on."""
+
+    def __init__(self, result: SmokeResult | Exception) -> None:
+        self.result = result
+        self.calls: list[str] = []
+
+    def __call__(self, endpoint_name: str) -> SmokeResult:
+        self.calls.append(endpoint_name)
+        if isinstance(self.result, Exception):
+            raise self.result
+        return self.result
+
+
+def queue_creates(sm: Stubbed, settings: DeploySettings) -> None:
+    sm.stub.add_response("create_model", {"ModelArn": arn("model")}, create_model_request(settings))
+    sm.stub.add_response(
+        "create_endpoint_config",
+        {"EndpointConfigArn": arn("endpoint-config")},
+        create_endpoint_config_request(settings),
+    )
+    sm.stub.add_response(
+        "create_endpoint", {"EndpointArn": arn("endpoint")}, create_endpoint_request(settings)
+    )
+
+
+def queue_in_service(sm: Stubbed) -> None:
+    """Two polls (Creating, InService), then the describe that reports the landed pool."""
+    for status in ("Creating", "InService"):
+        sm.stub.add_response("describe_endpoint", endpoint_description(status), {"EndpointName": NAME})
+    sm.stub.add_response(
+        "describe_endpoint",
+        endpoint_description("InService", **pools(("ml.g6.xlarge", 0), ("ml.g5.xlarge", 1))),
+        {"EndpointName": NAME},
+    )
+
+
+def test_a_kept_endpoint_that_passed_its_smoke_test_is_left_running(
+    sm: Stubbed, settings: DeploySettings
+) -> None:
+    settings = dataclasses.replace(settings, keep_endpoint=True)
+    queue_creates(sm, settings)
+    queue_in_service(sm)
+    smoke = SmokeSpy(PASSED)
+    lines: list[str] = []
+
+    result = deploy(sm.client, settings, smoke=smoke, waiter_config=FAST_WAITER, log=lines.append)
+
+    assert result.ok and result.kept
+    assert result.cleanup is None
+    assert result.instance_type == "ml.g5.xlarge"
+    assert smoke.calls == [NAME]
+    text = "\n".join(lines)
+    assert f"{NAME}: Creating" in text and f"{NAME}: InService" in text  # one line per poll
+    assert "InService on ml.g5.xlarge" in text
+    assert f"voxserve sagemaker delete --endpoint-name {NAME}" in text
+
+
+def test_a_failed_smoke_test_deletes_endpoint_config_and_model_even_with_keep(
+    sm: Stubbed, settings: DeploySettings
+) -> None:
+    settings = dataclasses.replace(settings, keep_endpoint=True)
+    queue_creates(sm, settings)
+    queue_in_service(sm)
+    queue_delete_all(sm.stub)
+
+    result = deploy(
+        sm.client,
+        settings,
+        smoke=SmokeSpy(FAILED),
+        waiter_config=FAST_WAITER,
+        delete_waiter_config=FAST_WAITER,
+        log=lambda _: None,
+    )
+
+    assert not result.ok and not result.kept
+    assert "smoke test failed: no audio.done event" in result.reason
+    assert result.cleanup is not None and result.cleanup.ok
+    assert [d.resource for d in result.cleanup.deletions] == ["endpoint", "endpoint config", "model"]
+
+
+def test_a_smoke_test_that_raises_counts_as_failed_and_cleans_up(
+    sm: Stubbed, settings: DeploySettings
+) -> None:
+    settings = dataclasses.replace(settings, keep_endpoint=True)
+    queue_creates(sm, settings)
+    queue_in_service(sm)
+    queue_delete_all(sm.stub)
+
+    result = deploy(
+        sm.client,
+        settings,
+        smoke=SmokeSpy(ConnectionError("stream refused")),
+        waiter_config=FAST_WAITER,
+        delete_waiter_config=FAST_WAITER,
+        log=lambda _: None,
+    )
+
+    assert not result.kept
+    assert "ConnectionError: stream refused" in result.reason
+
+
+def test_an_endpoint_that_fails_to_start_is_cleaned_up_without_a_smoke_test(
+    sm: Stubbed, settings: DeploySettings
+) -> None:
+    queue_creates(sm, settings)
+    sm.stub.add_response("describe_endpoint", endpoint_description("Creating"), {"EndpointName": NAME})
+    sm.stub.add_response(
+        "describe_endpoint",
+        endpoint_description("Failed", FailureReason="Insufficient capacity for all instance pools."),
+        {"EndpointName": NAME},
+    )
+    # A Failed endpoint still exists and must be deleted; it is gone at the first poll.
+    sm.stub.add_response("delete_endpoint", {}, {"EndpointName": NAME})
+    not_found(sm.stub, "describe_endpoint", "endpoint", {"EndpointName": NAME})
+    sm.stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": NAME})
+    sm.stub.add_response("delete_model", {}, {"ModelName": NAME})
+    smoke = SmokeSpy(PASSED)
+
+    result = deploy(
+        sm.client,
+        settings,
+        smoke=smoke,
+        waiter_config=FAST_WAITER,
+        delete_waiter_config=FAST_WAITER,
+        log=lambda _: None,
+    )
+
+    assert not result.ok
+    assert "Insufficient capacity for all instance pools." in result.reason
+    assert smoke.calls == []
+    assert result.cleanup is not None and result.cleanup.ok
+
+
+def test_without_keep_endpoint_a_passing_deployment_is_deleted_afterwards(
+    sm: Stubbed, settings: DeploySettings
+) -> None:
+    queue_creates(sm, settings)
+    queue_in_service(sm)
+    queue_delete_all(sm.stub)
+
+    result = deploy(
+        sm.client,
+        settings,
+        smoke=SmokeSpy(PASSED),
+        waiter_config=FAST_WAITER,
+        delete_waiter_config=FAST_WAITER,
+        log=lambda _: None,
+    )
+
+    assert result.ok and not result.kept
+    assert result.smoke == PASSED
+    assert result.cleanup is not None and result.cleanup.ok
+
+
+def test_a_failed_create_call_deletes_only_what_was_created_and_reraises(
+    sm: Stubbed, settings: DeploySettings
+) -> None:
+    sm.stub.add_response("create_model", {"ModelArn": arn("model")}, create_model_request(settings))
+    sm.stub.add_response(
+        "create_endpoint_config",
+        {"EndpointConfigArn": arn("endpoint-config")},
+        create_endpoint_config_request(settings),
+    )
+    sm.stub.add_client_error(
+        "create_endpoint",
+        service_error_code="ResourceLimitExceeded",
+        service_message="The account-level service limit 'ml.g6.xlarge for endpoint usage' is 0 Instances",
+        http_status_code=400,
+        expected_params=create_endpoint_request(settings),
+    )
+    sm.stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": NAME})
+    sm.stub.add_response("delete_model", {}, {"ModelName": NAME})
+
+    with pytest.raises(Exception, match="ResourceLimitExceeded"):
+        deploy(sm.client, settings, smoke=SmokeSpy(PASSED), waiter_config=FAST_WAITER, log=lambda _: None)
+
+
+def test_ctrl_c_while_waiting_still_deletes_the_endpoint(sm: Stubbed, settings: DeploySettings) -> None:
+    queue_creates(sm, settings)
+    sm.stub.add_response("describe_endpoint", endpoint_description("Creating"), {"EndpointName": NAME})
+    queue_delete_all(sm.stub)
+    interrupted = False
+
+    def log(line: str) -> None:
+        nonlocal interrupted
+        if line.endswith(f"{NAME}: Creating") and not interrupted:
+            interrupted = True
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        deploy(
+            sm.client,
+            settings,
+            smoke=SmokeSpy(PASSED),
+            waiter_config=FAST_WAITER,
+            delete_waiter_config=FAST_WAITER,
+            log=log,
+        )
+
+
+def test_autoscaling_is_registered_after_in_service_and_before_the_smoke_test(
+    sm: Stubbed, autoscaling: Stubbed, settings: DeploySettings
+) -> None:
+    scaling = AutoscalingSettings(min_instances=1, max_instances=3, target_invocations_per_instance=15.0)
+    settings = dataclasses.replace(settings, keep_endpoint=True, autoscaling=scaling)
+    queue_creates(sm, settings)
+    queue_in_service(sm)
+    autoscaling.stub.add_response(
+        "register_scalable_target", {}, register_scalable_target_request(NAME, scaling)
+    )
+    autoscaling.stub.add_response(
+        "put_scaling_policy",
+        {"PolicyARN": "arn:aws:autoscaling:us-west-2:210987654321:scalingPolicy:1:resource/sagemaker/x"},
+        put_scaling_policy_request(NAME, scaling),
+    )
+
+    def smoke(name: str) -> SmokeResult:
+        autoscaling.stub.assert_no_pending_responses()  # scaling is in place before traffic arrives
+        return PASSED
+
+    result = deploy(
+        sm.client,
+        settings,
+        smoke=smoke,
+        waiter_config=FAST_WAITER,
+        autoscaling_client=autoscaling.client,
+        log=lambda _: None,
+    )
+
+    assert result.kept
+
+
+def test_cleanup_deregisters_autoscaling_before_deleting_the_endpoint(
+    sm: Stubbed, autoscaling: Stubbed, settings: DeploySettings
+) -> None:
+    scaling = AutoscalingSettings(min_instances=1, max_instances=2, target_invocations_per_instance=10.0)
+    settings = dataclasses.replace(settings, autoscaling=scaling)
+    queue_creates(sm, settings)
+    queue_in_service(sm)
+    autoscaling.stub.add_response(
+        "register_scalable_target", {}, register_scalable_target_request(NAME, scaling)
+    )
+    autoscaling.stub.add_response(
+        "put_scaling_policy",
+        {"PolicyARN": "arn:aws:autoscaling:us-west-2:210987654321:scalingPolicy:1:resource/sagemaker/x"},
+        put_scaling_policy_request(NAME, scaling),
+    )
+    autoscaling.stub.add_response("deregister_scalable_target", {}, deregister_scalable_target_request(NAME))
+    queue_delete_all(sm.stub)
+
+    result = deploy(
+        sm.client,
+        settings,
+        smoke=SmokeSpy(FAILED),
+        waiter_config=FAST_WAITER,
+        delete_waiter_config=FAST_WAITER,
+        autoscaling_client=autoscaling.client,
+        log=lambda _: None,
+    )
+
+    assert result.cleanup is not None and result.cleanup.ok
+
+
+def test_autoscaling_without_a_client_is_refused_before_any_call(
+    sm: Stubbed, settings: DeploySettings
+) -> None:
+    settings = dataclasses.replace(settings, autoscaling=AutoscalingSettings(1, 2, 10.0))
+
+    with pytest.raises(ValueError, match="autoscaling_client"):
+        deploy(sm.client, settings, smoke=SmokeSpy(PASSED), log=lambda _: None)

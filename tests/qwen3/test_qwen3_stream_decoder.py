@@ -1,0 +1,113 @@
+"""Incremental code2wav decoding equals one full decode, and needs more history than one window."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from qwen3_testing import require_qwen_tts
+
+pytestmark = pytest.mark.qwen
+
+CODEBOOK, QUANTIZERS = 64, 16
+SCHEDULE = (2, 4, 8, 16, 25, 25)  # 80 frames
+
+
+def decoder(*, layers: int, window: int) -> Any:
+    """A random code2wav decoder with the released layout but tiny widths, scaled to speech-like levels."""
+    require_qwen_tts()
+    import torch
+    from qwen_tts.core.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import (
+        Qwen3TTSTokenizerV2DecoderConfig,
+    )
+    from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Decoder
+
+    torch.manual_seed(0)
+    config = Qwen3TTSTokenizerV2DecoderConfig(
+        codebook_size=CODEBOOK, codebook_dim=16, hidden_size=32, latent_dim=32, head_dim=16,
+        num_attention_heads=2, num_key_value_heads=2, intermediate_size=64, num_hidden_layers=layers,
+        num_quantizers=QUANTIZERS, upsample_rates=[8, 5, 4, 3], upsampling_ratios=[2, 2], decoder_dim=32,
+        sliding_window=window, layer_scale_initial_scale=1.0,
+    )  # fmt: skip
+    model = Qwen3TTSTokenizerV2Decoder(config).eval()
+    with torch.no_grad():
+        for name, parameter in model.quantizer.named_parameters():
+            if name.endswith("embedding_sum"):
+                parameter.normal_()
+        level = float(model(torch.randint(0, CODEBOOK, (1, QUANTIZERS, 40))).std())
+        model.decoder[-1].conv.weight.mul_(0.2 / level)
+        model.decoder[-1].conv.bias.mul_(0.2 / level)
+    return model
+
+
+def codes(frames: int) -> Any:
+    import torch
+
+    return torch.randint(0, CODEBOOK, (frames, QUANTIZERS), generator=torch.Generator().manual_seed(1))
+
+
+def full_decode(model: Any, frames: Any) -> np.ndarray:
+    import torch
+
+    with torch.inference_mode():
+        return np.asarray(model(frames.T.unsqueeze(0))[0, 0].numpy())
+
+
+def test_chunks_decoded_one_by_one_equal_the_full_decode_across_three_windowed_layers() -> None:
+    from voxserve.engines.qwen3.stream_decoder import StreamDecoder
+
+    model = decoder(layers=3, window=5)
+    frames = codes(sum(SCHEDULE))
+    stream, start, pieces = StreamDecoder(model), 0, []
+    for size in SCHEDULE:
+        pieces.append(stream.decode(frames[start : start + size]))
+        start += size
+
+    assert [len(piece) for piece in pieces] == [size * 1920 for size in SCHEDULE]
+    np.testing.assert_allclose(np.concatenate(pieces), full_decode(model, frames), rtol=0, atol=1e-5)
+    assert stream.frames_decoded == sum(SCHEDULE)
+
+
+def test_one_window_of_left_context_is_not_enough_with_several_layers() -> None:
+    """Why the history is layers × window: re-decoding with only `window` frames of context drifts."""
+    import torch
+
+    model = decoder(layers=3, window=5)
+    frames = codes(sum(SCHEDULE))
+    full = full_decode(model, frames)
+    pieces, start = [], 0
+    with torch.inference_mode():
+        for size in SCHEDULE:
+            context = min(5, start)
+            chunk = frames[start - context : start + size].T.unsqueeze(0)
+            pieces.append(model(chunk)[0, 0, context * 1920 :].numpy())
+            start += size
+    assert np.abs(np.concatenate(pieces) - full).max() > 1e-3
+
+
+def test_history_frames_are_context_only_as_in_in_context_cloning() -> None:
+    from voxserve.engines.qwen3.stream_decoder import StreamDecoder
+
+    model = decoder(layers=2, window=4)
+    frames = codes(50)
+    stream = StreamDecoder(model, history=frames[:20])
+    audio = np.concatenate([stream.decode(frames[20:22]), stream.decode(frames[22:50])])
+    np.testing.assert_allclose(audio, full_decode(model, frames)[20 * 1920 :], rtol=0, atol=1e-5)
+    assert stream.frames_decoded == 30
+
+
+def test_the_released_decoder_needs_576_frames_of_transformer_and_10_of_conv_history() -> None:
+    require_qwen_tts()
+    import torch
+    from qwen_tts.core.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import (
+        Qwen3TTSTokenizerV2DecoderConfig,
+    )
+    from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Decoder
+
+    from voxserve.engines.qwen3.stream_decoder import conv_reach, transformer_reach
+
+    with torch.device("meta"):  # the released shapes (8 layers, window 72), without allocating weights
+        released = Qwen3TTSTokenizerV2Decoder(Qwen3TTSTokenizerV2DecoderConfig(codebook_dim=512))
+    assert transformer_reach(released) == 8 * 72
+    assert conv_reach(released) == 10

@@ -1,0 +1,66 @@
+"""A real voxserve server on a free loopback port, in a background thread, for tests and benchmarks."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+import httpx
+import uvicorn
+
+from voxserve.engines.base import Engine
+from voxserve.server.app import create_app
+from voxserve.settings import Settings
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class LiveServer:
+    settings: Settings
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.settings.port}/v1/audio/speech/stream"
+
+    @property
+    def state(self):  # type: ignore[no-untyped-def]
+        return self.server.config.app.state.vox  # type: ignore[union-attr]
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+
+
+def start_server(settings: Settings | None = None, *, engine: Engine | None = None, ready_timeout: float = 60) -> LiveServer:
+    settings = settings or Settings()
+    settings.host, settings.port = "127.0.0.1", free_port()
+    app = create_app(settings, engine=engine)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", ws_ping_interval=20)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="voxserve-test-server", daemon=True)
+    thread.start()
+    live = LiveServer(settings, server, thread)
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{live.url}/ready", timeout=2).status_code == 200:
+                return live
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    live.stop()
+    raise RuntimeError("test server did not become ready")
