@@ -10,9 +10,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from support.live_server import LiveServer, start_server  # noqa: E402
-
-from voxserve.engines.piper import PiperEngine  # noqa: E402
+from support.live_server import LiveServer, start_server
+from voxserve.engines.piper import PiperEngine
 
 
 @pytest.fixture(scope="session")

@@ -75,4 +75,4 @@ class MissingExtraError(ImportError):
     """An optional dependency is missing; the message names the pip command that installs it."""
 
     def __init__(self, extra: str, module: str) -> None:
-        super().__init__(f"{module} is not installed. Install it with: pip install \"voxserve[{extra}]\"")
+        super().__init__(f'{module} is not installed. Install it with: pip install "voxserve[{extra}]"')

@@ -329,11 +329,15 @@ class Utterance:
                 self.usage.time_to_first_audio_s = now - (progress.started_at or progress.created_at)
                 if self._observer.on_first_audio:
                     self._observer.on_first_audio(self.usage.time_to_first_audio_s)
-            elif progress.playback_end is not None and now > progress.playback_end:
+            elif (
+                progress.playback_end is not None
+                and now > progress.playback_end
+                and progress.segment_submitted_at < progress.playback_end
+                and self._observer.on_underrun
+            ):
                 # Playback ran dry. It is our fault (an underrun) only if the segment was already
                 # queued when the buffered audio ran out; otherwise the client was slow to send text.
-                if progress.segment_submitted_at < progress.playback_end and self._observer.on_underrun:
-                    self._observer.on_underrun()
+                self._observer.on_underrun()
             start = now if progress.playback_end is None else max(now, progress.playback_end)
             progress.playback_end = start + duration
             self.usage.audio_s += duration

@@ -31,6 +31,7 @@ def encode(planes: np.ndarray, rate: int, container: str, codec: str) -> bytes:
     buffer = io.BytesIO()
     with av.open(buffer, "w", format=container) as out:
         stream = out.add_stream(codec, rate=rate, layout=layout)
+        assert isinstance(stream, av.AudioStream)
         frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(planes), format="fltp", layout=layout)
         frame.sample_rate = rate
         for packet in stream.encode(frame):
@@ -56,7 +57,9 @@ def dominant_hz(samples: np.ndarray, rate: int) -> float:
         ("webm", "libopus", 48_000),
     ],
 )
-def test_every_common_format_decodes_to_24k_mono_with_the_same_pitch(container: str, codec: str, rate: int) -> None:
+def test_every_common_format_decodes_to_24k_mono_with_the_same_pitch(
+    container: str, codec: str, rate: int
+) -> None:
     data = encode(tone(2.0, rate, channels=2), rate, container, codec)
 
     chunk = decode_reference_audio(data)

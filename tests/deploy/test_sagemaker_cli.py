@@ -33,6 +33,9 @@ class FakeBoto3:
     def client(self, service: str) -> Any:
         return self.clients[service]
 
+    def get_credentials(self) -> object:
+        return object()
+
 
 @pytest.fixture(autouse=True)
 def fast_deletion_waiter(monkeypatch: pytest.MonkeyPatch) -> None:

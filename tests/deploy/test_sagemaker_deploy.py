@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
+from botocore.exceptions import NoCredentialsError, ReadTimeoutError
 from sagemaker_stubs import (
     FAST_WAITER,
     NAME,
@@ -209,6 +211,55 @@ def test_a_failed_create_call_deletes_only_what_was_created_and_reraises(
 
     with pytest.raises(Exception, match="ResourceLimitExceeded"):
         deploy(sm.client, settings, smoke=SmokeSpy(PASSED), waiter_config=FAST_WAITER, log=lambda _: None)
+
+
+class CreateEndpointTimesOut:
+    """The stubbed client, except that CreateEndpoint gets no answer (the endpoint may or may not exist)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def create_endpoint(self, **_: Any) -> None:
+        raise ReadTimeoutError(endpoint_url="https://api.sagemaker.us-west-2.amazonaws.com/")
+
+
+def test_a_create_call_without_an_answer_is_cleaned_up_as_if_it_had_succeeded(
+    sm: Stubbed, settings: DeploySettings
+) -> None:
+    sm.stub.add_response("create_model", {"ModelArn": arn("model")}, create_model_request(settings))
+    sm.stub.add_response(
+        "create_endpoint_config",
+        {"EndpointConfigArn": arn("endpoint-config")},
+        create_endpoint_config_request(settings),
+    )
+    not_found(sm.stub, "delete_endpoint", "endpoint", {"EndpointName": NAME})
+    sm.stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": NAME})
+    sm.stub.add_response("delete_model", {}, {"ModelName": NAME})
+
+    with pytest.raises(ReadTimeoutError):
+        deploy(CreateEndpointTimesOut(sm.client), settings, smoke=SmokeSpy(PASSED), log=lambda _: None)
+
+
+class NoCredentials:
+    """The stubbed client, except that signing the first call finds no credentials."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def create_model(self, **_: Any) -> None:
+        raise NoCredentialsError()
+
+
+def test_a_call_that_never_left_the_machine_needs_no_cleanup(sm: Stubbed, settings: DeploySettings) -> None:
+    # Nothing is queued on the Stubber: a cleanup call would fail the test.
+    with pytest.raises(NoCredentialsError):
+        deploy(NoCredentials(sm.client), settings, smoke=SmokeSpy(PASSED), log=lambda _: None)
 
 
 def test_ctrl_c_while_waiting_still_deletes_the_endpoint(sm: Stubbed, settings: DeploySettings) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from qwen3_testing import require_qwen_tts
 
+
 @pytest.fixture(scope="session")
 def tiny_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Tiny random checkpoints: base, custom_voice (0.6B), custom_voice_1b7, voice_design."""

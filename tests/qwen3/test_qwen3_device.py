@@ -12,8 +12,10 @@ from voxserve.engines.qwen3.device import MEMORY_ENV, memory_fraction, resolve_d
 def fake_torch(*, cuda: bool) -> SimpleNamespace:
     return SimpleNamespace(
         cuda=SimpleNamespace(is_available=lambda: cuda),
-        bfloat16="bf16", float16="fp16", float32="fp32",
-    )  # fmt: skip
+        bfloat16="bf16",
+        float16="fp16",
+        float32="fp32",
+    )
 
 
 def test_cuda_in_bfloat16_when_a_gpu_is_visible() -> None:

@@ -1,4 +1,4 @@
-"""The Qwen3 engine on tiny random checkpoints: every task streams audio early, exactly, and stops when told."""
+"""The Qwen3 engine on tiny random checkpoints: every task streams early and exactly, and stops when told."""
 
 from __future__ import annotations
 
@@ -25,11 +25,12 @@ FRAME = 1920
 
 
 def request_for(task: str, **overrides: Any) -> SynthesisRequest:
-    fields: dict[str, Any] = {
+    by_task: dict[str, dict[str, Any]] = {
         "CustomVoice": {"voice": "ryan", "language": "english"},
         "VoiceDesign": {"instructions": "a calm, deep voice"},
         "Base": {"ref_audio": noise_clip(2.0), "ref_text": "Hi there!"},
-    }[task]
+    }
+    fields = by_task[task]
     return SynthesisRequest(**{"seed": 7, **fields, **overrides})
 
 
@@ -50,18 +51,37 @@ def test_the_engine_satisfies_the_engine_protocol(custom_voice_engine: Any) -> N
     assert isinstance(custom_voice_engine, Engine)
 
 
-def test_info_describes_a_custom_voice_checkpoint(custom_voice_engine: Any, tiny_checkpoints: dict[str, Path]) -> None:
+def test_info_describes_a_custom_voice_checkpoint(
+    custom_voice_engine: Any, tiny_checkpoints: dict[str, Path]
+) -> None:
     info = custom_voice_engine.info
-    assert (info.name, info.model, info.sample_rate) == ("qwen3", str(tiny_checkpoints["custom_voice"]), 24_000)
+    assert (info.name, info.model, info.sample_rate) == (
+        "qwen3",
+        str(tiny_checkpoints["custom_voice"]),
+        24_000,
+    )
     assert info.voices[0] == "Vivian" and set(info.voices) == {"Vivian", "Ryan", "Uncle_Fu", "Eric"}
-    assert info.languages == ("Auto", "Chinese", "English", "Japanese", "Korean", "German", "French", "Russian",
-                              "Portuguese", "Spanish", "Italian")  # fmt: skip
+    assert info.languages == (
+        "Auto",
+        "Chinese",
+        "English",
+        "Japanese",
+        "Korean",
+        "German",
+        "French",
+        "Russian",
+        "Portuguese",
+        "Spanish",
+        "Italian",
+    )
     assert info.task_types == ("CustomVoice",)
     assert not info.supports_cloning and not info.supports_instructions  # the 0.6B ignores instructions
     assert not info.needs_text_normalization
 
 
-def test_info_of_the_other_variants(base_engine: Any, voice_design_engine: Any, custom_voice_1b7_engine: Any) -> None:
+def test_info_of_the_other_variants(
+    base_engine: Any, voice_design_engine: Any, custom_voice_1b7_engine: Any
+) -> None:
     assert (base_engine.info.task_types, base_engine.info.voices) == (("Base",), ())
     assert base_engine.info.supports_cloning and not base_engine.info.supports_instructions
     assert (voice_design_engine.info.task_types, voice_design_engine.info.voices) == (("VoiceDesign",), ())
@@ -80,7 +100,9 @@ def test_every_task_type_streams_24k_float32_audio(engines: dict[str, Any], task
 
 
 @pytest.mark.parametrize("task", ["CustomVoice", "VoiceDesign", "Base"])
-def test_streamed_audio_equals_the_packages_own_non_streamed_audio(engines: dict[str, Any], task: str) -> None:
+def test_streamed_audio_equals_the_packages_own_non_streamed_audio(
+    engines: dict[str, Any], task: str
+) -> None:
     engine = engines[task]
     with steer_eos(engine, after=40):  # 40 frames: longer than the tiny decoder's 2 × 4-frame window + convs
         streamed = np.concatenate([c.samples for c in engine.synthesize(TEXT, request_for(task))])
@@ -136,7 +158,10 @@ def test_generation_stops_at_eos_without_being_reported_capped(custom_voice_engi
 def test_a_runaway_utterance_is_cut_at_its_budget_and_reported(
     custom_voice_engine: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    streamed, full = request_for("CustomVoice", max_new_tokens=12), request_for("CustomVoice", max_new_tokens=12)
+    streamed, full = (
+        request_for("CustomVoice", max_new_tokens=12),
+        request_for("CustomVoice", max_new_tokens=12),
+    )
     with steer_eos(custom_voice_engine, after=None), caplog.at_level(logging.WARNING):
         chunks = [c.samples for c in custom_voice_engine.synthesize(TEXT, streamed)]
         whole = custom_voice_engine.synthesize_full(TEXT, full)
@@ -200,13 +225,33 @@ def test_bad_requests_are_refused_before_any_generation(engines: dict[str, Any])
     cases: list[tuple[str, SynthesisRequest, type[Exception], str]] = [
         ("CustomVoice", SynthesisRequest(voice="nobody"), NotFoundError, "available voices: Vivian"),
         ("CustomVoice", SynthesisRequest(language="Elvish"), BadRequestError, "use one of: Auto, Chinese"),
-        ("CustomVoice", SynthesisRequest(ref_audio=noise_clip(2), ref_text="hi"), BadRequestError, "voice cloning"),
+        (
+            "CustomVoice",
+            SynthesisRequest(ref_audio=noise_clip(2), ref_text="hi"),
+            BadRequestError,
+            "voice cloning",
+        ),
         ("CustomVoice", SynthesisRequest(instructions="happy"), BadRequestError, "ignores instructions"),
         ("VoiceDesign", SynthesisRequest(), BadRequestError, "needs 'instructions'"),
-        ("Base", SynthesisRequest(voice="vivian", ref_audio=noise_clip(2)), BadRequestError, "no built-in voices"),
+        (
+            "Base",
+            SynthesisRequest(voice="vivian", ref_audio=noise_clip(2)),
+            BadRequestError,
+            "no built-in voices",
+        ),
         ("Base", SynthesisRequest(ref_audio=noise_clip(2)), BadRequestError, "needs 'ref_text'"),
-        ("Base", SynthesisRequest(ref_audio=noise_clip(0.5), ref_text="hi"), BadRequestError, "between 1 and 30 s"),
-        ("Base", SynthesisRequest(ref_audio=noise_clip(31), ref_text="hi"), BadRequestError, "between 1 and 30 s"),
+        (
+            "Base",
+            SynthesisRequest(ref_audio=noise_clip(0.5), ref_text="hi"),
+            BadRequestError,
+            "between 1 and 30 s",
+        ),
+        (
+            "Base",
+            SynthesisRequest(ref_audio=noise_clip(31), ref_text="hi"),
+            BadRequestError,
+            "between 1 and 30 s",
+        ),
         ("Base", SynthesisRequest(task_type="VoiceDesign"), BadRequestError, "serves task_type 'Base' only"),
     ]
     baseline = len(generation_threads())
@@ -224,8 +269,18 @@ def test_loading_logs_variant_size_device_dtype_memory_and_time(
     with caplog.at_level(logging.INFO, logger="voxserve.engines.qwen3.engine"):
         load_qwen3_engine(str(tiny_checkpoints["base"]), gpu_memory_utilization=0.5).close()
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("qwen3: loaded"))
-    for part in ("variant base", "size 0.6B", "M params", "device cpu", "dtype float32", "talker ",
-                 "speaker encoder ", "code2wav (speech tokenizer) ", "MiB", "load "):  # fmt: skip
+    for part in (
+        "variant base",
+        "size 0.6B",
+        "M params",
+        "device cpu",
+        "dtype float32",
+        "talker ",
+        "speaker encoder ",
+        "code2wav (speech tokenizer) ",
+        "MiB",
+        "load ",
+    ):
         assert part in line
 
 
@@ -271,6 +326,6 @@ def test_a_missing_extra_raises_with_the_install_command(
     from voxserve.engines.qwen3 import load_qwen3_engine
 
     monkeypatch.setitem(sys.modules, module, None)  # import of it now fails, as if not installed
-    with pytest.raises(MissingExtraError, match=rf'{named} is not installed.*voxserve\[qwen\]') as info:
+    with pytest.raises(MissingExtraError, match=rf"{named} is not installed.*voxserve\[qwen\]") as info:
         load_qwen3_engine("Qwen/Qwen3-TTS-12Hz-0.6B-Base")
     assert "pip install --no-deps qwen-tts==0.1.1" in "".join(info.value.__notes__)

@@ -25,11 +25,22 @@ def decoder(*, layers: int, window: int) -> Any:
 
     torch.manual_seed(0)
     config = Qwen3TTSTokenizerV2DecoderConfig(
-        codebook_size=CODEBOOK, codebook_dim=16, hidden_size=32, latent_dim=32, head_dim=16,
-        num_attention_heads=2, num_key_value_heads=2, intermediate_size=64, num_hidden_layers=layers,
-        num_quantizers=QUANTIZERS, upsample_rates=[8, 5, 4, 3], upsampling_ratios=[2, 2], decoder_dim=32,
-        sliding_window=window, layer_scale_initial_scale=1.0,
-    )  # fmt: skip
+        codebook_size=CODEBOOK,
+        codebook_dim=16,
+        hidden_size=32,
+        latent_dim=32,
+        head_dim=16,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_quantizers=QUANTIZERS,
+        upsample_rates=[8, 5, 4, 3],
+        upsampling_ratios=[2, 2],
+        decoder_dim=32,
+        sliding_window=window,
+        layer_scale_initial_scale=1.0,
+    )
     model = Qwen3TTSTokenizerV2Decoder(config).eval()
     with torch.no_grad():
         for name, parameter in model.quantizer.named_parameters():

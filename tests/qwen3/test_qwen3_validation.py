@@ -13,8 +13,19 @@ from voxserve.engines.base import SynthesisRequest
 from voxserve.engines.qwen3.validation import Qwen3ModelFacts, validate_request
 from voxserve.errors import BadRequestError, NotFoundError
 
-LANGUAGES = ("Auto", "Chinese", "English", "Japanese", "Korean", "German", "French", "Russian", "Portuguese",
-             "Spanish", "Italian")  # fmt: skip
+LANGUAGES = (
+    "Auto",
+    "Chinese",
+    "English",
+    "Japanese",
+    "Korean",
+    "German",
+    "French",
+    "Russian",
+    "Portuguese",
+    "Spanish",
+    "Italian",
+)
 CUSTOM_06B = Qwen3ModelFacts(
     model="Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
     task_type="CustomVoice",
@@ -29,9 +40,11 @@ CUSTOM_17B = Qwen3ModelFacts(
     honours_instructions=True,
 )
 DESIGN = Qwen3ModelFacts(
-    model="Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign", task_type="VoiceDesign", languages=LANGUAGES,
+    model="Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign",
+    task_type="VoiceDesign",
+    languages=LANGUAGES,
     honours_instructions=True,
-)  # fmt: skip
+)
 BASE = Qwen3ModelFacts(model="Qwen/Qwen3-TTS-12Hz-0.6B-Base", task_type="Base", languages=LANGUAGES)
 
 
@@ -59,17 +72,23 @@ def test_custom_voice_defaults_to_the_first_speaker_and_auto_language() -> None:
 
 
 def test_an_unknown_speaker_is_not_found_and_lists_the_voices() -> None:
-    with pytest.raises(NotFoundError, match=r"Unknown voice 'alloy' .*available voices: Vivian, Ryan, Uncle_Fu"):
+    with pytest.raises(
+        NotFoundError, match=r"Unknown voice 'alloy' .*available voices: Vivian, Ryan, Uncle_Fu"
+    ):
         validate_request(SynthesisRequest(voice="alloy"), CUSTOM_06B)
 
 
 def test_an_unknown_language_lists_the_supported_ones() -> None:
-    with pytest.raises(BadRequestError, match=r"Unsupported language 'Klingon'; use one of: Auto, Chinese, English"):
+    with pytest.raises(
+        BadRequestError, match=r"Unsupported language 'Klingon'; use one of: Auto, Chinese, English"
+    ):
         validate_request(SynthesisRequest(language="Klingon"), CUSTOM_06B)
 
 
 def test_an_unknown_task_type_lists_the_valid_ones() -> None:
-    with pytest.raises(BadRequestError, match=r"Unknown task_type 'Clone'; valid values: Base, CustomVoice, VoiceDesign"):
+    with pytest.raises(
+        BadRequestError, match=r"Unknown task_type 'Clone'; valid values: Base, CustomVoice, VoiceDesign"
+    ):
         validate_request(SynthesisRequest(task_type="Clone"), BASE)
 
 

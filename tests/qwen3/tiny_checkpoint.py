@@ -40,9 +40,19 @@ VARIANTS = {
 }
 SPEAKERS = {"ryan": False, "vivian": False, "uncle_fu": False, "eric": "sichuan_dialect"}
 LANGUAGES = (
-    "english", "chinese", "german", "italian", "portuguese", "spanish", "japanese", "korean", "french", "russian",
-    "beijing_dialect", "sichuan_dialect",
-)  # fmt: skip
+    "english",
+    "chinese",
+    "german",
+    "italian",
+    "portuguese",
+    "spanish",
+    "japanese",
+    "korean",
+    "french",
+    "russian",
+    "beijing_dialect",
+    "sichuan_dialect",
+)
 DECODER_LAYERS = 2
 DECODER_WINDOW = 4
 
@@ -60,20 +70,33 @@ def build_tiny_checkpoints(out: Path) -> dict[str, Path]:
     features = EncodecFeatureExtractor(feature_size=1, sampling_rate=24_000, padding_value=0.0)
     ids = {name: text_tokenizer.convert_tokens_to_ids(name) for name in _SPECIALS}
     generation = {
-        "do_sample": True, "top_k": 50, "top_p": 1.0, "temperature": 0.9, "repetition_penalty": 1.05,
-        "subtalker_dosample": True, "subtalker_top_k": 50, "subtalker_top_p": 1.0, "subtalker_temperature": 0.9,
+        "do_sample": True,
+        "top_k": 50,
+        "top_p": 1.0,
+        "temperature": 0.9,
+        "repetition_penalty": 1.05,
+        "subtalker_dosample": True,
+        "subtalker_top_k": 50,
+        "subtalker_top_p": 1.0,
+        "subtalker_temperature": 0.9,
         "max_new_tokens": 2048,
-    }  # fmt: skip
+    }
     paths = {}
     for name, (variant, size) in VARIANTS.items():
         talker = _talker_config(len(text_tokenizer), speakers=variant == "custom_voice")
         config = Qwen3TTSConfig(
             talker_config=talker,
             speaker_encoder_config={
-                "mel_dim": 128, "enc_dim": 32, "enc_channels": [16, 16, 16, 16, 48],
-                "enc_kernel_sizes": [5, 3, 3, 3, 1], "enc_dilations": [1, 2, 3, 4, 1],
-                "enc_attention_channels": 8, "enc_res2net_scale": 4, "enc_se_channels": 8, "sample_rate": 24_000,
-            },  # fmt: skip
+                "mel_dim": 128,
+                "enc_dim": 32,
+                "enc_channels": [16, 16, 16, 16, 48],
+                "enc_kernel_sizes": [5, 3, 3, 3, 1],
+                "enc_dilations": [1, 2, 3, 4, 1],
+                "enc_attention_channels": 8,
+                "enc_res2net_scale": 4,
+                "enc_se_channels": 8,
+                "sample_rate": 24_000,
+            },
             tokenizer_type="qwen3_tts_tokenizer_12hz",
             tts_model_size=size,
             tts_model_type=variant,
@@ -112,9 +135,15 @@ def _text_tokenizer() -> Any:
     trainer = trainers.BpeTrainer(
         vocab_size=400, special_tokens=list(_SPECIALS), initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
-    bpe.train_from_iterator(["assistant\n", "user\n", "hello world, this is a tiny test.", "Hi there!"] * 50, trainer)
-    tokenizer = Qwen2TokenizerFast(
-        tokenizer_object=bpe, unk_token=None, bos_token=None, eos_token="<|endoftext|>", pad_token="<|endoftext|>"
+    bpe.train_from_iterator(
+        ["assistant\n", "user\n", "hello world, this is a tiny test.", "Hi there!"] * 50, trainer
+    )
+    tokenizer = Qwen2TokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=bpe,
+        unk_token=None,
+        bos_token=None,
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
     )
     tokenizer.add_special_tokens({"additional_special_tokens": list(_SPECIALS[1:])})
     assert len(tokenizer("<|im_start|>assistant\n")["input_ids"]) == 3
@@ -129,17 +158,39 @@ def _speech_tokenizer(torch: Any) -> Any:
 
     config = Qwen3TTSTokenizerV2Config(
         encoder_config={
-            "hidden_size": 32, "num_filters": 4, "num_residual_layers": 1, "upsampling_ratios": [8, 6, 5, 4],
-            "codebook_size": CODEBOOK, "codebook_dim": 16, "vector_quantization_hidden_dimension": 16,
-            "num_quantizers": QUANTIZERS, "num_semantic_quantizers": 1, "upsample_groups": 32,
-            "num_hidden_layers": 1, "intermediate_size": 64, "num_attention_heads": 2, "num_key_value_heads": 2,
-            "head_dim": 16, "frame_rate": 12.5, "sampling_rate": 24_000,
+            "hidden_size": 32,
+            "num_filters": 4,
+            "num_residual_layers": 1,
+            "upsampling_ratios": [8, 6, 5, 4],
+            "codebook_size": CODEBOOK,
+            "codebook_dim": 16,
+            "vector_quantization_hidden_dimension": 16,
+            "num_quantizers": QUANTIZERS,
+            "num_semantic_quantizers": 1,
+            "upsample_groups": 32,
+            "num_hidden_layers": 1,
+            "intermediate_size": 64,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "frame_rate": 12.5,
+            "sampling_rate": 24_000,
         },
         decoder_config={
-            "codebook_size": CODEBOOK, "codebook_dim": 16, "hidden_size": 32, "latent_dim": 32, "head_dim": 16,
-            "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 64,
-            "num_hidden_layers": DECODER_LAYERS, "num_quantizers": QUANTIZERS, "upsample_rates": [8, 5, 4, 3],
-            "upsampling_ratios": [2, 2], "decoder_dim": 32, "sliding_window": DECODER_WINDOW,
+            "codebook_size": CODEBOOK,
+            "codebook_dim": 16,
+            "hidden_size": 32,
+            "latent_dim": 32,
+            "head_dim": 16,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "intermediate_size": 64,
+            "num_hidden_layers": DECODER_LAYERS,
+            "num_quantizers": QUANTIZERS,
+            "upsample_rates": [8, 5, 4, 3],
+            "upsampling_ratios": [2, 2],
+            "decoder_dim": 32,
+            "sliding_window": DECODER_WINDOW,
             "layer_scale_initial_scale": 1.0,
         },
         encoder_valid_num_quantizers=QUANTIZERS,
@@ -147,7 +198,7 @@ def _speech_tokenizer(torch: Any) -> Any:
         output_sample_rate=24_000,
         decode_upsample_rate=1920,
         encode_downsample_rate=1920,
-    )  # fmt: skip
+    )
     config.architectures = ["Qwen3TTSTokenizerV2Model"]
     model = Qwen3TTSTokenizerV2Model(config).eval()
     decoder = model.decoder
@@ -166,19 +217,37 @@ def _speech_tokenizer(torch: Any) -> Any:
 def _talker_config(text_vocab: int, *, speakers: bool) -> dict[str, Any]:
     c = CODEBOOK
     return {
-        "vocab_size": c + 1024, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "rope_theta": 1_000_000.0,
+        "vocab_size": c + 1024,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 16,
+        "rope_theta": 1_000_000.0,
         "rope_scaling": {"mrope_section": [4, 2, 2], "interleaved": True, "rope_type": "default"},
-        "num_code_groups": QUANTIZERS, "text_hidden_size": 32, "text_vocab_size": text_vocab,
-        "codec_eos_token_id": c + 102, "codec_pad_id": c + 100, "codec_bos_id": c + 101,
-        "codec_think_id": c + 106, "codec_nothink_id": c + 107, "codec_think_bos_id": c + 108,
+        "num_code_groups": QUANTIZERS,
+        "text_hidden_size": 32,
+        "text_vocab_size": text_vocab,
+        "codec_eos_token_id": c + 102,
+        "codec_pad_id": c + 100,
+        "codec_bos_id": c + 101,
+        "codec_think_id": c + 106,
+        "codec_nothink_id": c + 107,
+        "codec_think_bos_id": c + 108,
         "codec_think_eos_id": c + 109,
         "codec_language_id": {name: c + 200 + i for i, name in enumerate(LANGUAGES)},
         "spk_id": {name: c + 300 + i for i, name in enumerate(SPEAKERS)} if speakers else {},
         "spk_is_dialect": dict(SPEAKERS) if speakers else {},
         "code_predictor_config": {
-            "vocab_size": c, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
-            "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "rope_theta": 1_000_000.0,
+            "vocab_size": c,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 16,
+            "rope_theta": 1_000_000.0,
             "num_code_groups": QUANTIZERS,
         },
-    }  # fmt: skip
+    }

@@ -9,6 +9,7 @@ import struct
 import httpx
 import numpy as np
 import pytest
+
 from support.audio import decode, pcm_to_float
 from support.live_server import LiveServer
 
@@ -71,8 +72,8 @@ def test_raw_sse_and_whole_file_carry_the_same_pcm(server: LiveServer) -> None:
 
 
 def test_streamed_wav_has_one_header_with_unknown_sizes(server: LiveServer) -> None:
-    with httpx.stream("POST", f"{server.url}/v1/audio/speech",
-                      json={"input": TEXT, "response_format": "wav", "stream_format": "audio"}) as response:  # fmt: skip
+    body = {"input": TEXT, "response_format": "wav", "stream_format": "audio"}
+    with httpx.stream("POST", f"{server.url}/v1/audio/speech", json=body) as response:
         chunks = list(response.iter_raw())
     data = b"".join(chunks)
     assert data[:4] == b"RIFF" and data[8:16] == b"WAVEfmt "

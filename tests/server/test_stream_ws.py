@@ -10,10 +10,10 @@ import time
 
 import pytest
 import soundfile as sf
-from support.live_server import LiveServer, start_server
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from support.live_server import LiveServer, start_server
 from voxserve.client.stream import SpeechStreamClient
 from voxserve.engines.piper import PiperEngine
 from voxserve.settings import Settings
@@ -242,8 +242,10 @@ async def test_twenty_concurrent_sessions_each_get_only_their_own_audio(server: 
 
 
 async def test_split_granularity_clause_and_none(server: LiveServer) -> None:
-    text = ("After the long and tiring meeting had finally ended, everyone in the building went home quietly "
-            "and slowly, and the whole office was silent for the night. Then more.")
+    text = (
+        "After the long and tiring meeting had finally ended, everyone in the building went home quietly "
+        "and slowly, and the whole office was silent for the night. Then more."
+    )
     counts = {}
     for granularity in ("none", "sentence", "clause"):
         async with await SpeechStreamClient.connect(server.ws_url) as client:

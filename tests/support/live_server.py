@@ -45,7 +45,9 @@ class LiveServer:
         self.thread.join(timeout=15)
 
 
-def start_server(settings: Settings | None = None, *, engine: Engine | None = None, ready_timeout: float = 60) -> LiveServer:
+def start_server(
+    settings: Settings | None = None, *, engine: Engine | None = None, ready_timeout: float = 60
+) -> LiveServer:
     settings = settings or Settings()
     settings.host, settings.port = "127.0.0.1", free_port()
     app = create_app(settings, engine=engine)

@@ -34,57 +34,51 @@ def fed_one_char_at_a_time(text: str, granularity: Granularity, schedule: ChunkS
 
 
 SENTENCE_CASES = [
-    pytest.param("Hello world. How are you? I am fine!", ["Hello world.", "How are you?", "I am fine!"], id="basic"),
-    pytest.param("Really?! Yes.", ["Really?!", "Yes."], id="mark-run"),
-    pytest.param('She said "Stop!" Then she left.', ['She said "Stop!"', "Then she left."], id="closing-quote"),
-    pytest.param("(See below.) Next one.", ["(See below.)", "Next one."], id="closing-bracket"),
-    pytest.param("Pi is 3.14 today. Yes.", ["Pi is 3.14 today.", "Yes."], id="decimal"),
-    pytest.param("It costs $3.50 now. Fine.", ["It costs $3.50 now.", "Fine."], id="money"),
-    pytest.param("It costs $29. Next item.", ["It costs $29.", "Next item."], id="money-at-sentence-end"),
-    pytest.param("Dr. Smith met Mr. Jones. They talked.", ["Dr. Smith met Mr. Jones.", "They talked."], id="titles"),
-    pytest.param("Ask Prof. Lee and Mrs. Ng. Go.", ["Ask Prof. Lee and Mrs. Ng.", "Go."], id="more-titles"),
-    pytest.param("He lives on Main St. The shop is near.", ["He lives on Main St. The shop is near."], id="st"),
-    pytest.param("Red vs. Blue is on. Watch.", ["Red vs. Blue is on.", "Watch."], id="versus"),
-    pytest.param("Apples, pears, etc. and more. Fine.", ["Apples, pears, etc. and more.", "Fine."], id="etc-mid"),
-    pytest.param("Apples, pears, etc. Then more.", ["Apples, pears, etc.", "Then more."], id="etc-end"),
-    pytest.param(
+    ("Hello world. How are you? I am fine!", ["Hello world.", "How are you?", "I am fine!"]),
+    ("Really?! Yes.", ["Really?!", "Yes."]),
+    ('She said "Stop!" Then she left.', ['She said "Stop!"', "Then she left."]),
+    ("(See below.) Next one.", ["(See below.)", "Next one."]),
+    ("Pi is 3.14 today. Yes.", ["Pi is 3.14 today.", "Yes."]),
+    ("It costs $3.50 now. Fine.", ["It costs $3.50 now.", "Fine."]),
+    ("It costs $29. Next item.", ["It costs $29.", "Next item."]),
+    ("Dr. Smith met Mr. Jones. They talked.", ["Dr. Smith met Mr. Jones.", "They talked."]),
+    ("Ask Prof. Lee and Mrs. Ng. Go.", ["Ask Prof. Lee and Mrs. Ng.", "Go."]),
+    ("He lives on Main St. The shop is near.", ["He lives on Main St. The shop is near."]),
+    ("Red vs. Blue is on. Watch.", ["Red vs. Blue is on.", "Watch."]),
+    ("Apples, pears, etc. and more. Fine.", ["Apples, pears, etc. and more.", "Fine."]),
+    ("Apples, pears, etc. Then more.", ["Apples, pears, etc.", "Then more."]),
+    (
         "We met at 5 p.m. today. Then at 6 p.m. Tom left.",
         ["We met at 5 p.m. today.", "Then at 6 p.m.", "Tom left."],
-        id="p.m.",
     ),
-    pytest.param("Fruit, e.g. Apples, is good. Yes.", ["Fruit, e.g. Apples, is good.", "Yes."], id="e.g."),
-    pytest.param("One thing, i.e. Bob, stays. Ok.", ["One thing, i.e. Bob, stays.", "Ok."], id="i.e."),
-    pytest.param("The U.S. Army is big. Yes.", ["The U.S. Army is big.", "Yes."], id="u.s."),
-    pytest.param("Acme Inc. announced it. Ok.", ["Acme Inc. announced it.", "Ok."], id="inc-mid"),
-    pytest.param("See Fig. 3 below. Ok.", ["See Fig. 3 below.", "Ok."], id="fig-before-number"),
-    pytest.param("No. I won't. See No. 5 now.", ["No.", "I won't.", "See No. 5 now."], id="no-word-vs-number"),
-    pytest.param("J. R. R. Tolkien wrote. He died.", ["J. R. R. Tolkien wrote.", "He died."], id="initials"),
-    pytest.param(
+    ("Fruit, e.g. Apples, is good. Yes.", ["Fruit, e.g. Apples, is good.", "Yes."]),
+    ("One thing, i.e. Bob, stays. Ok.", ["One thing, i.e. Bob, stays.", "Ok."]),
+    ("The U.S. Army is big. Yes.", ["The U.S. Army is big.", "Yes."]),
+    ("Acme Inc. announced it. Ok.", ["Acme Inc. announced it.", "Ok."]),
+    ("See Fig. 3 below. Ok.", ["See Fig. 3 below.", "Ok."]),
+    ("No. I won't. See No. 5 now.", ["No.", "I won't.", "See No. 5 now."]),
+    ("J. R. R. Tolkien wrote. He died.", ["J. R. R. Tolkien wrote.", "He died."]),
+    (
         "Go to https://example.com/a.b?c=d now. Or www.x.org. Then stop.",
         ["Go to https://example.com/a.b?c=d now.", "Or www.x.org.", "Then stop."],
-        id="urls",
     ),
-    pytest.param("Mail a.b@x.com today. Thanks.", ["Mail a.b@x.com today.", "Thanks."], id="email"),
-    pytest.param(
-        "Python 3.11.7 is out. Also v1.2.3. Good.", ["Python 3.11.7 is out.", "Also v1.2.3.", "Good."], id="versions"
-    ),
-    pytest.param(
-        "Steps:\n1. Mix it.\n2. Bake it.", ["Steps:\n1. Mix it.", "2. Bake it."], id="list-marker-at-line-start"
-    ),
-    pytest.param("1. First item here", ["1. First item here"], id="list-marker-at-text-start"),
-    pytest.param("I counted to 3. Then I stopped.", ["I counted to 3.", "Then I stopped."], id="number-mid-line"),
-    pytest.param("Cost approx. five dollars. Ok.", ["Cost approx. five dollars.", "Ok."], id="lowercase-follows"),
-    pytest.param("Is it? yes it is. Ok.", ["Is it? yes it is.", "Ok."], id="question-then-lowercase"),
-    pytest.param("Wait... what happened? Ok.", ["Wait... what happened?", "Ok."], id="ellipsis-then-lowercase"),
-    pytest.param("Well… I think so. Hmm... Maybe.", ["Well…", "I think so.", "Hmm...", "Maybe."], id="ellipsis"),
-    pytest.param("Wait... 5 more. Ok.", ["Wait... 5 more.", "Ok."], id="ellipsis-then-digit"),
-    pytest.param("Title\n\nBody text here.", ["Title", "Body text here."], id="paragraph-break"),
-    pytest.param("Dear Dr.\n\nThanks a lot.", ["Dear Dr.", "Thanks a lot."], id="paragraph-break-after-title"),
-    pytest.param("Line one\nline two.", ["Line one\nline two."], id="single-newline"),
-    pytest.param("你好。世界！再见？", ["你好。", "世界！", "再见？"], id="cjk"),
-    pytest.param("他说：「你好。」然后走了。", ["他说：「你好。」", "然后走了。"], id="cjk-closing-quote"),
-    pytest.param("Hi. X! Done.", ["Hi.", "X! Done."], id="one-letter-piece-is-carried"),
-    pytest.param("Hi. ... Then more.", ["Hi.", "... Then more."], id="punctuation-piece-is-carried"),
+    ("Mail a.b@x.com today. Thanks.", ["Mail a.b@x.com today.", "Thanks."]),
+    ("Python 3.11.7 is out. Also v1.2.3. Good.", ["Python 3.11.7 is out.", "Also v1.2.3.", "Good."]),
+    ("Steps:\n1. Mix it.\n2. Bake it.", ["Steps:\n1. Mix it.", "2. Bake it."]),
+    ("1. First item here", ["1. First item here"]),
+    ("I counted to 3. Then I stopped.", ["I counted to 3.", "Then I stopped."]),
+    ("Cost approx. five dollars. Ok.", ["Cost approx. five dollars.", "Ok."]),
+    ("Is it? yes it is. Ok.", ["Is it? yes it is.", "Ok."]),
+    ("Wait... what happened? Ok.", ["Wait... what happened?", "Ok."]),
+    ("Well… I think so. Hmm... Maybe.", ["Well…", "I think so.", "Hmm...", "Maybe."]),
+    ("Wait... 5 more. Ok.", ["Wait... 5 more.", "Ok."]),
+    ("Title\n\nBody text here.", ["Title", "Body text here."]),
+    ("Dear Dr.\n\nThanks a lot.", ["Dear Dr.", "Thanks a lot."]),
+    ("Line one\nline two.", ["Line one\nline two."]),
+    ("你好。世界！再见？", ["你好。", "世界！", "再见？"]),
+    ("他说：「你好。」然后走了。", ["他说：「你好。」", "然后走了。"]),
+    ("Hi. X! Done.", ["Hi.", "X! Done."]),
+    ("Hi. ... Then more.", ["Hi.", "... Then more."]),
 ]
 
 
@@ -94,17 +88,13 @@ def test_sentence_mode_cuts_only_at_real_sentence_ends(text: str, expected: list
 
 
 CLAUSE_CASES = [
-    pytest.param(
-        "One, two; three: four — five, six.", ["One,", "two;", "three:", "four —", "five,", "six."], id="marks"
-    ),
-    pytest.param(
-        "It was 22,1 or 1,000 units, roughly.", ["It was 22,1 or 1,000 units,", "roughly."], id="numbers"
-    ),
-    pytest.param("At 3:30 we met, then left.", ["At 3:30 we met,", "then left."], id="time"),
-    pytest.param("Well—maybe, yes.", ["Well—maybe,", "yes."], id="dash-without-space"),
-    pytest.param('"Hello," she said.', ['"Hello,"', "she said."], id="closing-quote"),
-    pytest.param("好的，谢谢、再见；走吧。", ["好的，", "谢谢、", "再见；", "走吧。"], id="cjk"),
-    pytest.param("Dr. Smith, hi. Ok.", ["Dr. Smith,", "hi.", "Ok."], id="sentence-rules-still-apply"),
+    ("One, two; three: four — five, six.", ["One,", "two;", "three:", "four —", "five,", "six."]),
+    ("It was 22,1 or 1,000 units, roughly.", ["It was 22,1 or 1,000 units,", "roughly."]),
+    ("At 3:30 we met, then left.", ["At 3:30 we met,", "then left."]),
+    ("Well—maybe, yes.", ["Well—maybe,", "yes."]),
+    ('"Hello," she said.', ['"Hello,"', "she said."]),
+    ("好的，谢谢、再见；走吧。", ["好的，", "谢谢、", "再见；", "走吧。"]),
+    ("Dr. Smith, hi. Ok.", ["Dr. Smith,", "hi.", "Ok."]),
 ]
 
 
@@ -296,7 +286,8 @@ def test_feeding_ten_thousand_characters_one_at_a_time_is_fast() -> None:
 # ----- properties ------------------------------------------------------------------------------------------
 
 FRAGMENTS = [
-    *("Hello", "world", "the", "cat", "I", "A.", "x", "Tolkien.", "Dr.", "Mr.", "St.", "etc.", "e.g.", "a.m."),
+    *("Hello", "world", "the", "cat", "I", "A.", "x", "Tolkien.", "Dr.", "Mr.", "St.", "etc."),
+    *("e.g.", "a.m."),
     *("U.S.", "No.", "J.", "3.14", "$29.", "$3.50", "1,000", "22,1", "v1.2.3", "www.x.org", "a@b.com", "1."),
     *(".", "...", "…", "?", "!", "?!", ",", ";", ":", "—", '"', "(", ")", "你好。", "，", "、", "！"),
     *(" ", " ", " ", "  ", "\n", "\n\n", "\t"),

@@ -126,7 +126,9 @@ def parse_audio_reference(
     """
     text = value.strip()
     if not text:
-        raise BadRequestError("ref_audio is empty; send a data URI (data:audio/wav;base64,...)", param="ref_audio")
+        raise BadRequestError(
+            "ref_audio is empty; send a data URI (data:audio/wav;base64,...)", param="ref_audio"
+        )
     if text[:5].lower() == "data:":
         data = _parse_data_uri(text)
     elif (scheme := _SCHEME.match(text)) is not None:
@@ -166,9 +168,14 @@ def _parse_data_uri(text: str) -> bytes:
             "ref_audio data URI must be base64-encoded, e.g. data:audio/wav;base64,UklGR...",
             param="ref_audio",
         )
-    if media_type and not media_type.startswith("audio/") and media_type not in (
-        "video/webm",  # some browsers label audio-only WebM recordings as video/webm
-        "application/octet-stream",
+    if (
+        media_type
+        and not media_type.startswith("audio/")
+        and media_type
+        not in (
+            "video/webm",  # some browsers label audio-only WebM recordings as video/webm
+            "application/octet-stream",
+        )
     ):
         raise BadRequestError(
             f"ref_audio data URI has media type {media_type!r}; use an audio/* type such as audio/wav",
@@ -195,9 +202,10 @@ def _fetch(url: str, *, timeout_s: float, max_bytes: int) -> bytes:
     import httpx  # only servers that opted in to remote references pay for the import
 
     try:
-        with httpx.Client(timeout=timeout_s, follow_redirects=True, max_redirects=3) as client, client.stream(
-            "GET", url
-        ) as response:
+        with (
+            httpx.Client(timeout=timeout_s, follow_redirects=True, max_redirects=3) as client,
+            client.stream("GET", url) as response,
+        ):
             if response.status_code != 200:
                 raise BadRequestError(
                     f"ref_audio URL returned HTTP {response.status_code}; check that it is public",

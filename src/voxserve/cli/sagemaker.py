@@ -22,6 +22,7 @@ from voxserve.errors import MissingExtraError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 def register(subparsers: Any) -> None:
@@ -248,6 +249,11 @@ def run_deploy(args: argparse.Namespace) -> int:
     from voxserve.deploy.sagemaker.deploy import deploy
 
     session = boto3.Session(region_name=settings.region)
+    if session.get_credentials() is None:
+        return _fail(
+            "no AWS credentials found (environment, ~/.aws, SSO or instance role); nothing was created",
+            EXIT_USAGE,
+        )
     try:
         result = deploy(
             session.client("sagemaker"),
@@ -257,6 +263,8 @@ def run_deploy(args: argparse.Namespace) -> int:
         )
     except _aws_errors() as exc:
         return _fail(str(exc), EXIT_FAILED)
+    except KeyboardInterrupt:
+        return _fail("interrupted; what this run created has been deleted (see above)", EXIT_INTERRUPTED)
     if result.cleanup is not None and not result.cleanup.ok:
         left = ", ".join(d.resource for d in result.cleanup.left)
         print(

@@ -47,7 +47,8 @@ def build_settings(args: argparse.Namespace) -> Settings:
     if args.sagemaker:
         from voxserve.server.sagemaker.config import sagemaker_settings
 
-        return sagemaker_settings(args)
+        settings: Settings = sagemaker_settings(args)
+        return settings
     settings = Settings.from_env(
         host=args.host, port=args.port, engine=args.engine, model=args.model or args.voice, device=args.device,
         dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization, api_key=args.api_key,

@@ -37,8 +37,21 @@ class ApiKeyMiddleware:
         if key_matches(self.api_key, bearer_token(headers.get("authorization"))):
             await self.app(scope, receive, send)
             return
-        body = json.dumps({"error": {"message": "Missing or invalid API key: send 'Authorization: Bearer <key>'.",
-                                     "type": "AuthenticationError", "param": None, "code": 401}}).encode()
-        await send({"type": "http.response.start", "status": 401,
-                    "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+        body = json.dumps(
+            {
+                "error": {
+                    "message": "Missing or invalid API key: send 'Authorization: Bearer <key>'.",
+                    "type": "AuthenticationError",
+                    "param": None,
+                    "code": 401,
+                }
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

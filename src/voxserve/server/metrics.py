@@ -19,23 +19,40 @@ class SpeechMetrics:
         self.registry = CollectorRegistry()
         labels = ("engine", "protocol")
         r = self.registry
-        self.ttfa = Histogram("voxserve_time_to_first_audio_seconds", "Time from first text to first audio.",
-                              labels, buckets=_LATENCY_BUCKETS, registry=r)
-        self.rtf = Histogram("voxserve_real_time_factor", "Synthesis wall time / audio duration per segment.",
-                             labels, buckets=(0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0), registry=r)
-        self.queue_wait = Histogram("voxserve_queue_wait_seconds", "Time a segment waited for an engine worker.",
-                                    ("engine",), buckets=_LATENCY_BUCKETS, registry=r)
+        self.ttfa = Histogram(
+            "voxserve_time_to_first_audio_seconds",
+            "Time from first text to first audio.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.rtf = Histogram(
+            "voxserve_real_time_factor",
+            "Synthesis wall time / audio duration per segment.",
+            labels,
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0),
+            registry=r,
+        )
+        self.queue_wait = Histogram(
+            "voxserve_queue_wait_seconds",
+            "Time a segment waited for an engine worker.",
+            ("engine",),
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self.active = Gauge("voxserve_active_streams", "Utterances in progress.", labels, registry=r)
         self.segments = Counter("voxserve_segments_total", "Segments synthesized.", labels, registry=r)
         self.audio_seconds = Counter("voxserve_audio_seconds_total", "Audio produced.", labels, registry=r)
-        self.characters = Counter("voxserve_input_characters_total", "Text characters synthesized.", labels,
-                                  registry=r)
-        self.cancellations = Counter("voxserve_cancellations_total", "Utterances cancelled or abandoned.", labels,
-                                     registry=r)
-        self.rejections = Counter("voxserve_rejections_total", "Streams refused by admission control.", labels,
-                                  registry=r)
-        self.underruns = Counter("voxserve_underruns_total", "Audio that arrived after its playback deadline.",
-                                 labels, registry=r)
+        self.characters = Counter("voxserve_input_characters_total", "Text characters synthesized.", labels, registry=r)
+        self.cancellations = Counter(
+            "voxserve_cancellations_total", "Utterances cancelled or abandoned.", labels, registry=r
+        )
+        self.rejections = Counter(
+            "voxserve_rejections_total", "Streams refused by admission control.", labels, registry=r
+        )
+        self.underruns = Counter(
+            "voxserve_underruns_total", "Audio that arrived after its playback deadline.", labels, registry=r
+        )
         self.requests = Counter("voxserve_requests_total", "Speech requests by outcome.",
                                 (*labels, "status"), registry=r)  # fmt: skip
 

@@ -32,6 +32,9 @@ Reading choices (checked against espeak-ng en-us phonemes):
   ("(1999)"), or when it is the whole text. Anywhere else it is a quantity: "2024 people" → "two thousand
   twenty-four people".
 * phone numbers (555-123-4567, (555) 123-4567, +1 800 555 0199): digit by digit, a comma between groups.
+* fractions with a small denominator: "3/4" → "three quarters"; ranges: "5-10" → "five to ten"; units
+  after a number: "5 km" → "five kilometers"; "&" → "and", "@" → "at", e-mail and web addresses with
+  "dot" and "slash".
 * abbreviations: titles only before a capitalized name ("Dr. Smith" → "Doctor Smith"); "St." and "Dr."
   after a capitalized word in mid-sentence are "Street" and "Drive"; an abbreviation's period is kept where
   it also ended the sentence.
@@ -88,31 +91,66 @@ _MONEY_SCALES = {
 
 # unit after a number → (one, many); case matters ("m" is meters, "M" is not a unit here)
 _UNITS: dict[str, tuple[str, str]] = {
-    **{"km": ("kilometer", "kilometers"), "m": ("meter", "meters"), "cm": ("centimeter", "centimeters")},
-    **{"mm": ("millimeter", "millimeters"), "mi": ("mile", "miles"), "ft": ("foot", "feet")},
-    **{"yd": ("yard", "yards"), "kg": ("kilogram", "kilograms"), "g": ("gram", "grams")},
-    **{"mg": ("milligram", "milligrams"), "lb": ("pound", "pounds"), "lbs": ("pound", "pounds")},
-    **{"oz": ("ounce", "ounces"), "l": ("liter", "liters"), "L": ("liter", "liters")},
-    **{"ml": ("milliliter", "milliliters"), "mL": ("milliliter", "milliliters")},
-    **{"mph": ("mile per hour", "miles per hour"), "km/h": ("kilometer per hour", "kilometers per hour")},
-    **{"kph": ("kilometer per hour", "kilometers per hour")},
-    **{"m/s": ("meter per second", "meters per second")},
-    **{"°C": ("degree Celsius", "degrees Celsius"), "°F": ("degree Fahrenheit", "degrees Fahrenheit")},
-    **{"°": ("degree", "degrees")},
-    **{"KB": ("kilobyte", "kilobytes"), "kB": ("kilobyte", "kilobytes"), "MB": ("megabyte", "megabytes")},
-    **{"GB": ("gigabyte", "gigabytes"), "TB": ("terabyte", "terabytes"), "Mb": ("megabit", "megabits")},
-    **{"Gb": ("gigabit", "gigabits"), "MB/s": ("megabyte per second", "megabytes per second")},
-    **{"GB/s": ("gigabyte per second", "gigabytes per second"), "kbps": ("kilobit per second", "kilobits")},
-    **{"Mbps": ("megabit per second", "megabits per second"), "Gbps": ("gigabit per second", "gigabits per")},
-    **{"ns": ("nanosecond", "nanoseconds"), "µs": ("microsecond", "microseconds")},
-    **{"μs": ("microsecond", "microseconds"), "ms": ("millisecond", "milliseconds")},
-    **{"s": ("second", "seconds"), "sec": ("second", "seconds"), "min": ("minute", "minutes")},
-    **{"h": ("hour", "hours"), "hr": ("hour", "hours"), "hrs": ("hour", "hours")},
-    **{"Hz": ("hertz", "hertz"), "kHz": ("kilohertz", "kilohertz"), "MHz": ("megahertz", "megahertz")},
-    **{"GHz": ("gigahertz", "gigahertz"), "W": ("watt", "watts"), "kW": ("kilowatt", "kilowatts")},
-    **{"kWh": ("kilowatt hour", "kilowatt hours"), "V": ("volt", "volts"), "mAh": ("milliamp hour", "")},
-    **{"dB": ("decibel", "decibels"), "px": ("pixel", "pixels"), "fps": ("frame per second", "")},
-    **{"rpm": ("revolution per minute", "revolutions per minute"), "x": ("times", "times")},
+    "km": ("kilometer", "kilometers"),
+    "m": ("meter", "meters"),
+    "cm": ("centimeter", "centimeters"),
+    "mm": ("millimeter", "millimeters"),
+    "mi": ("mile", "miles"),
+    "ft": ("foot", "feet"),
+    "yd": ("yard", "yards"),
+    "kg": ("kilogram", "kilograms"),
+    "g": ("gram", "grams"),
+    "mg": ("milligram", "milligrams"),
+    "lb": ("pound", "pounds"),
+    "lbs": ("pound", "pounds"),
+    "oz": ("ounce", "ounces"),
+    "l": ("liter", "liters"),
+    "L": ("liter", "liters"),
+    "ml": ("milliliter", "milliliters"),
+    "mL": ("milliliter", "milliliters"),
+    "mph": ("mile per hour", "miles per hour"),
+    "km/h": ("kilometer per hour", "kilometers per hour"),
+    "kph": ("kilometer per hour", "kilometers per hour"),
+    "m/s": ("meter per second", "meters per second"),
+    "°C": ("degree Celsius", "degrees Celsius"),
+    "°F": ("degree Fahrenheit", "degrees Fahrenheit"),
+    "°": ("degree", "degrees"),
+    "KB": ("kilobyte", "kilobytes"),
+    "kB": ("kilobyte", "kilobytes"),
+    "MB": ("megabyte", "megabytes"),
+    "GB": ("gigabyte", "gigabytes"),
+    "TB": ("terabyte", "terabytes"),
+    "Mb": ("megabit", "megabits"),
+    "Gb": ("gigabit", "gigabits"),
+    "MB/s": ("megabyte per second", "megabytes per second"),
+    "GB/s": ("gigabyte per second", "gigabytes per second"),
+    "kbps": ("kilobit per second", "kilobits per second"),
+    "Mbps": ("megabit per second", "megabits per second"),
+    "Gbps": ("gigabit per second", "gigabits per second"),
+    "ns": ("nanosecond", "nanoseconds"),
+    "µs": ("microsecond", "microseconds"),
+    "μs": ("microsecond", "microseconds"),
+    "ms": ("millisecond", "milliseconds"),
+    "s": ("second", "seconds"),
+    "sec": ("second", "seconds"),
+    "min": ("minute", "minutes"),
+    "h": ("hour", "hours"),
+    "hr": ("hour", "hours"),
+    "hrs": ("hour", "hours"),
+    "Hz": ("hertz", "hertz"),
+    "kHz": ("kilohertz", "kilohertz"),
+    "MHz": ("megahertz", "megahertz"),
+    "GHz": ("gigahertz", "gigahertz"),
+    "W": ("watt", "watts"),
+    "kW": ("kilowatt", "kilowatts"),
+    "kWh": ("kilowatt hour", "kilowatt hours"),
+    "V": ("volt", "volts"),
+    "mAh": ("milliamp hour", "milliamp hours"),
+    "dB": ("decibel", "decibels"),
+    "px": ("pixel", "pixels"),
+    "fps": ("frame per second", "frames per second"),
+    "rpm": ("revolution per minute", "revolutions per minute"),
+    "x": ("times", "times"),
 }
 
 # Titles that mean nothing else: expanded wherever they stand ("Mr. and Mrs. Smith").
@@ -141,6 +179,11 @@ _SUFFIXES = {
     **{"Jr": "Junior", "Sr": "Senior", "Inc": "Incorporated", "Ltd": "Limited", "Corp": "Corporation"},
     **{"Bros": "Brothers", "Ave": "Avenue", "Blvd": "Boulevard", "Dept": "Department"},
 }
+# Denominators read as fractions when the numerator is smaller: "3/4" → "three quarters", "5/8" → "five
+# eighths". Others, like "12/25" (a date) or "95/100" (a score), stay as they are.
+_DENOMINATORS = frozenset({2, 3, 4, 5, 6, 7, 8, 9, 10, 16})
+_FRACTION_NAMES = {2: ("half", "halves"), 4: ("quarter", "quarters")}  # the rest are ordinals: "third(s)"
+
 # Abbreviations that only come before a number: "No. 5" → "number five".
 _BEFORE_NUMBER = {
     **{"no": "number", "nos": "numbers", "fig": "figure", "figs": "figures", "vol": "volume"},
@@ -153,7 +196,15 @@ _YEAR_WORDS = (
     *("circa", "ca.", "year", "early", "late", "mid", "born", "founded", "established", *_MONTHS),
     *(f"{season} of" for season in ("spring", "summer", "autumn", "fall", "winter", "class", "year")),
     *(f"{part} of" for part in ("start", "beginning", "middle", "end")),
+    *("Q1", "Q2", "Q3", "Q4", "H1", "H2", "FY"),
 )
+
+_SYMBOLS = {"&": "and", "@": "at"}
+_OPERATOR_WORDS = {"+": "plus", "=": "equals", "×": "times", "÷": "divided by", "±": "plus or minus"}
+_NUMBER_SIGN_WORDS = {"#": "number", "~": "about", "≈": "approximately"}
+# How the punctuation inside web and e-mail addresses is read.
+_URL_SYMBOLS = {".": " dot ", "/": " slash ", "-": " dash ", "_": " underscore ", "?": " question mark "}
+_URL_SYMBOLS |= {"=": " equals ", "&": " and ", "#": " hash ", ":": " colon ", "@": " at "}
 
 # ----- number words ----------------------------------------------------------------------------------------
 
@@ -202,7 +253,7 @@ def _year(number: int) -> str:
 
 def _digits(text: str) -> str:
     """Digits one by one: "0199" → "zero one nine nine"."""
-    return " ".join(_ONES[int(char)] for char in text if char.isdigit())
+    return " ".join(_ONES[int(char)] for char in text if char.isdecimal())
 
 
 def _integer(text: str) -> str:
@@ -232,7 +283,7 @@ def _plural(words: str) -> str:
 
 
 def _is_one(text: str) -> bool:
-    return text in ("1", "01")
+    return text == "1"
 
 
 # ----- shared patterns -------------------------------------------------------------------------------------
@@ -260,8 +311,6 @@ def _keep_period(match: re.Match[str], *, before_capital: bool) -> str:
 # ----- rules, in the order they run ------------------------------------------------------------------------
 
 _URL = re.compile(r"\b(?:https?://|www\.)[^\s<>\"'`]+")
-_URL_SYMBOLS = {".": " dot ", "/": " slash ", "-": " dash ", "_": " underscore ", "?": " question mark "}
-_URL_SYMBOLS |= {"=": " equals ", "&": " and ", "#": " hash ", ":": " colon ", "@": " at "}
 
 
 def _urls(text: str) -> str:
@@ -291,11 +340,19 @@ def _emails(text: str) -> str:
     return _EMAIL.sub(read, text)
 
 
+_SYMBOL = re.compile(r"\s*(?P<symbol>[&@])\s*")
+
+
+def _symbols(text: str) -> str:
+    """ "R&D" → "R and D", "me @ home" → "me at home"."""
+    return _SYMBOL.sub(lambda match: f" {_SYMBOLS[match['symbol']]} ", text)
+
+
 _PHONE = re.compile(
     r"(?<![\w+.,-])(?:"
     r"\+\d{1,3}(?:[\s.-]\(?\d{1,4}\)?){2,5}"  # +1 800 555 0199, +44 20 7946 0958
     r"|\(\d{3}\)\s?\d{3}[\s.-]\d{4}"  # (555) 123-4567
-    r"|\d{3}(?P<separator>[.-])\d{3}(?P=separator)\d{4}"  # 555-123-4567, 555.123.4567
+    r"|(?:1[.-])?\d{3}(?P<separator>[.-])\d{3}(?P=separator)\d{4}"  # 555-123-4567, 1-800-555-0199
     r")(?!\w|[.,-]\d)"
 )
 
@@ -421,9 +478,7 @@ _ABBREVIATION = re.compile(
     re.IGNORECASE,
 )
 _SUFFIX = re.compile(rf"(?<=\w)(?P<comma>,?) (?P<suffix>{'|'.join(_SUFFIXES)})\.")
-_BEFORE_NUMBER_PATTERN = re.compile(
-    rf"\b(?P<abbreviation>{'|'.join(_BEFORE_NUMBER)})\.\s?(?=\d)", re.IGNORECASE
-)
+_BEFORE_NUMBER_PATTERN = re.compile(rf"\b(?P<abbreviation>{'|'.join(_BEFORE_NUMBER)})\.\s?(?=\d)", re.IGNORECASE)
 
 
 def _abbreviations(text: str) -> str:
@@ -500,12 +555,18 @@ def _money(text: str) -> str:
     return _MONEY_AFTER.sub(read, _MONEY_BEFORE.sub(read, text))
 
 
-_PERCENT = re.compile(rf"{_SIGN}{_NUMBER_START}(?P<number>{_NUMBER}|\.\d+)\s?%")
+_PERCENT = re.compile(rf"{_SIGN}{_NUMBER_START}(?:(?P<low>{_NUMBER})%?(?:-|–|\sto\s))?(?P<number>{_NUMBER}|\.\d+)\s?%")
 
 
 def _percentages(text: str) -> str:
-    """ "45%" → "forty-five percent", "3.5%" → "three point five percent"."""
-    return _PERCENT.sub(lambda match: f"{_number(match['number'], match['sign'])} percent", text)
+    """ "45%" → "forty-five percent", "10-20%" → "ten to twenty percent"."""
+
+    def read(match: re.Match[str]) -> str:
+        if match["low"]:
+            return f"{_number(match['low'], match['sign'])} to {_number(match['number'])} percent"
+        return f"{_number(match['number'], match['sign'])} percent"
+
+    return _PERCENT.sub(read, text)
 
 
 _DECADE = re.compile(rf"{_NUMBER_START}(?P<year>1[1-9]\d0|20\d0)'?s(?!\w)")
@@ -547,17 +608,20 @@ def _ordinals(text: str) -> str:
 
 
 _UNIT = re.compile(
-    rf"{_SIGN}{_NUMBER_START}(?P<number>{_NUMBER})\s?"
+    rf"{_SIGN}{_NUMBER_START}(?:(?P<low>{_NUMBER})(?:-|–|\sto\s))?(?P<number>{_NUMBER})\s?"
     rf"(?P<unit>{'|'.join(re.escape(unit) for unit in sorted(_UNITS, key=len, reverse=True))})(?![\w/°])"
 )
 
 
 def _units(text: str) -> str:
-    """ "5 km" → "five kilometers", "1 kg" → "one kilogram", "20°C" → "twenty degrees Celsius"."""
+    """ "5 km" → "five kilometers", "1 kg" → "one kilogram", "5-10 ms" → "five to ten milliseconds"."""
 
     def read(match: re.Match[str]) -> str:
         one, many = _UNITS[match["unit"]]
-        return f"{_number(match['number'], match['sign'])} {one if _is_one(match['number']) else many or one}"
+        unit = one if _is_one(match["number"]) and not match["low"] else many
+        if match["low"]:
+            return f"{_number(match['low'], match['sign'])} to {_number(match['number'])} {unit}"
+        return f"{_number(match['number'], match['sign'])} {unit}"
 
     return _UNIT.sub(read, text)
 
@@ -607,7 +671,26 @@ def _ranges(text: str) -> str:
     return _RANGE.sub(read, text)
 
 
-_OPERATOR_WORDS = {"+": "plus", "=": "equals", "×": "times", "÷": "divided by", "±": "plus or minus"}
+_FRACTION = re.compile(
+    rf"{_NUMBER_START}(?:(?P<whole>\d+)\s)?(?P<numerator>\d{{1,2}})/(?P<denominator>\d{{1,2}})(?![\w/]|\.\d)"
+)
+
+
+def _fractions(text: str) -> str:
+    """ "1/2" → "one half", "3/4" → "three quarters", "2 1/3" → "two and one third"."""
+
+    def read(match: re.Match[str]) -> str:
+        numerator, denominator = int(match["numerator"]), int(match["denominator"])
+        if denominator not in _DENOMINATORS or not 0 < numerator < denominator:
+            return match.group(0)
+        one, many = _FRACTION_NAMES.get(denominator, (_ordinal(denominator), _ordinal(denominator) + "s"))
+        name = one if numerator == 1 else many
+        spoken = f"{_cardinal(numerator)} {name}"
+        return f"{_integer(match['whole'])} and {spoken}" if match["whole"] else spoken
+
+    return _FRACTION.sub(read, text)
+
+
 _OPERATOR = re.compile(r"(?<=\d)\s*(?P<operator>[+=×÷±])\s*(?=[-−]?\d)")
 _NUMBER_SIGN = re.compile(r"(?<!\w)(?P<symbol>[#~≈])\s?(?=\d)")
 
@@ -615,8 +698,7 @@ _NUMBER_SIGN = re.compile(r"(?<!\w)(?P<symbol>[#~≈])\s?(?=\d)")
 def _operators(text: str) -> str:
     """ "2 + 2 = 4" → "2 plus 2 equals 4", "#1" → "number 1", "~5" → "about 5"."""
     text = _OPERATOR.sub(lambda match: f" {_OPERATOR_WORDS[match['operator']]} ", text)
-    words = {"#": "number ", "~": "about ", "≈": "approximately "}
-    return _NUMBER_SIGN.sub(lambda match: words[match["symbol"]], text)
+    return _NUMBER_SIGN.sub(lambda match: _NUMBER_SIGN_WORDS[match["symbol"]] + " ", text)
 
 
 _PLAIN_NUMBER = re.compile(rf"{_SIGN}{_NUMBER_START}(?P<number>{_NUMBER}|\.\d+){_NUMBER_END}")
@@ -627,18 +709,10 @@ def _numbers(text: str) -> str:
     return _PLAIN_NUMBER.sub(lambda match: _number(match["number"], match["sign"]), text)
 
 
-_SYMBOLS = {"&": "and", "@": "at"}
-_SYMBOL = re.compile(r"\s*(?P<symbol>[&@])\s*")
-
-
-def _symbols(text: str) -> str:
-    """ "R&D" → "R and D", "me @ home" → "me at home"."""
-    return _SYMBOL.sub(lambda match: f" {_SYMBOLS[match['symbol']]} ", text)
-
-
 _RULES: tuple[Callable[[str], str], ...] = (
     _urls,
     _emails,
+    _symbols,
     _phone_numbers,
     _dates,
     _times,
@@ -649,11 +723,11 @@ _RULES: tuple[Callable[[str], str], ...] = (
     _versions,
     _ordinals,
     _units,
-    _years,
     _ranges,
+    _years,
+    _fractions,
     _operators,
     _numbers,
-    _symbols,
 )
 
 

@@ -1,9 +1,17 @@
 """Amazon SageMaker AI: deploy, smoke-test, invoke, inspect and delete a TTS endpoint.
 
-The modules split by idea: ``settings`` validates what the user asked for before any
-AWS call, ``requests`` turns settings into the exact API request dicts, ``deploy``,
-``delete``, ``status`` and ``invoke`` make the calls, ``smoke`` checks a live stream
-over any :class:`~voxserve.client.transport.StreamTransport`, and ``bidi`` provides that
-transport over SageMaker's bidirectional stream. boto3 clients are passed in, so every
-AWS-side module is testable with botocore's ``Stubber`` and imports no SDK itself.
+One idea per module:
+
+- ``settings``: what the user asked for, validated before any AWS call;
+- ``requests``: settings → the exact SageMaker / Application Auto Scaling request dicts;
+- ``deploy``, ``delete``, ``status``, ``invoke``: the calls, on boto3 clients passed in
+  (so every one is testable with botocore's ``Stubber``); ``progress`` prints waiter polls
+  and ``aws_errors`` tells "not found" from real failures;
+- ``smoke``: the streaming check over any :class:`~voxserve.client.transport.StreamTransport`;
+- ``bidi`` / ``bidi_frames``: that transport over SageMaker's bidirectional stream, and the
+  pure payload-part ↔ message mapping under it;
+- ``reference_audio`` / ``speech_response``: the audio going into and coming out of ``invoke``.
+
+Nothing here is imported by the server; boto3 is the ``[sagemaker]`` extra and the
+bidirectional client the ``[sagemaker-bidi]`` extra (Python ≥ 3.12).
 """

@@ -13,7 +13,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError, WaiterError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    ReadTimeoutError,
+    WaiterError,
+)
 
 from voxserve.deploy.sagemaker.aws_errors import error_message, is_not_found
 from voxserve.deploy.sagemaker.delete import DeleteResult, Resource, delete
@@ -31,6 +37,8 @@ from voxserve.deploy.sagemaker.smoke import SmokeResult
 from voxserve.deploy.sagemaker.status import landed_instance_type
 
 DEFAULT_WAITER_CONFIG: Mapping[str, int] = {"Delay": 30, "MaxAttempts": 80}  # up to 40 minutes
+
+_MAYBE_SENT = (ReadTimeoutError, ConnectionClosedError, KeyboardInterrupt)
 
 Log = Callable[[str], None]
 Smoke = Callable[[str], SmokeResult]
@@ -96,17 +104,27 @@ def deploy(
             _deregister_scaling(autoscaling_client, name, log)
         return delete(sm_client, name, waiter_config=delete_waiter_config, log=log, resources=tuple(created))
 
+    def create(resource: Resource, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except _MAYBE_SENT:
+            # The request may have reached SageMaker without its answer reaching us: the
+            # resource may exist, so clean it up too ("not found" is fine). Any other error
+            # (a refusal, no credentials, no connection) means it was not created.
+            created.append(resource)
+            raise
+        created.append(resource)
+        log(f"created {resource} {name}")
+
     _log_plan(settings, log)
     try:
-        sm_client.create_model(**create_model_request(settings))
-        created.append("model")
-        log(f"created model {name}")
-        sm_client.create_endpoint_config(**create_endpoint_config_request(settings))
-        created.append("endpoint config")
-        log(f"created endpoint config {name}")
-        sm_client.create_endpoint(**create_endpoint_request(settings))
-        created.insert(0, "endpoint")  # deleted first
-        log(f"created endpoint {name}; waiting for InService (typically 5–20 minutes)")
+        create("model", lambda: sm_client.create_model(**create_model_request(settings)))
+        create(
+            "endpoint config",
+            lambda: sm_client.create_endpoint_config(**create_endpoint_config_request(settings)),
+        )
+        create("endpoint", lambda: sm_client.create_endpoint(**create_endpoint_request(settings)))
+        log(f"waiting for endpoint {name} to be InService (typically 5–20 minutes)")
 
         try:
             with report_endpoint_polls(sm_client, name, log):

@@ -54,15 +54,24 @@ logger = logging.getLogger(__name__)
 SAMPLE_RATE = 24_000
 DEFAULT_STREAM_SCHEDULE = (2, 4, 8, 16, 25)
 LANGUAGE_ORDER = (
-    "Auto", "Chinese", "English", "Japanese", "Korean", "German", "French", "Russian", "Portuguese", "Spanish",
+    "Auto",
+    "Chinese",
+    "English",
+    "Japanese",
+    "Korean",
+    "German",
+    "French",
+    "Russian",
+    "Portuguese",
+    "Spanish",
     "Italian",
-)  # fmt: skip
+)
 DEFAULT_SPEAKER = "Vivian"
 """vLLM-Omni's default CustomVoice speaker; listed first (= our default) when the checkpoint has it."""
 
 
 class Qwen3Engine:
-    """A loaded Qwen3-TTS checkpoint (Base, CustomVoice or VoiceDesign). Build it with ``load_qwen3_engine``."""
+    """A Qwen3-TTS checkpoint (Base, CustomVoice or VoiceDesign), loaded by ``load_qwen3_engine``."""
 
     def __init__(
         self,
@@ -158,7 +167,10 @@ class Qwen3Engine:
         )
         decoder = StreamDecoder(self._decoder, history=self._history(request))
         worker = threading.Thread(
-            target=self._generate_in_background, args=(session, text, request), name="qwen3-generate", daemon=True
+            target=self._generate_in_background,
+            args=(session, text, request),
+            name="qwen3-generate",
+            daemon=True,
         )
         worker.start()
         try:
@@ -231,7 +243,9 @@ class Qwen3Engine:
                 yield AudioChunk(samples, SAMPLE_RATE)
                 want = next(sizes)
 
-    def _generate_in_background(self, session: GenerationSession, text: str, request: SynthesisRequest) -> None:
+    def _generate_in_background(
+        self, session: GenerationSession, text: str, request: SynthesisRequest
+    ) -> None:
         assert session.frames is not None
         try:
             with self._turn(session):
@@ -258,7 +272,10 @@ class Qwen3Engine:
             )
         if request.task_type == "VoiceDesign":
             return tts.generate_voice_design(
-                text=text, instruct=request.instructions, language=request.language, max_new_tokens=max_new_tokens
+                text=text,
+                instruct=request.instructions,
+                language=request.language,
+                max_new_tokens=max_new_tokens,
             )
         return tts.generate_voice_clone(
             text=text,
@@ -310,8 +327,11 @@ class Qwen3Engine:
             ref_audio=(samples, SAMPLE_RATE), ref_text=ref_text, x_vector_only_mode=x_vector_only_mode
         )
         self.prompt_encodes += 1
-        logger.debug("qwen3: encoded a %.1f s clone prompt in %.3f s", len(samples) / SAMPLE_RATE,
-                     time.perf_counter() - started)  # fmt: skip
+        logger.debug(
+            "qwen3: encoded a %.1f s clone prompt in %.3f s",
+            len(samples) / SAMPLE_RATE,
+            time.perf_counter() - started,
+        )
         return items[0]
 
 
@@ -392,7 +412,9 @@ def _log_loaded(engine: Qwen3Engine, tts: Any, device: str, dtype: str, seconds:
         "code2wav (speech tokenizer)": tts.model.speech_tokenizer.model,
     }
     params = sum(p.numel() for stage in stages.values() if stage is not None for p in stage.parameters())
-    weights = ", ".join(f"{name} {_mib(stage):.1f} MiB" for name, stage in stages.items() if stage is not None)
+    weights = ", ".join(
+        f"{name} {_mib(stage):.1f} MiB" for name, stage in stages.items() if stage is not None
+    )
     logger.info(
         "qwen3: loaded %s — variant %s (task %s), size %s (%.1fM params), device %s, dtype %s; weights: %s; "
         "load %.2f s",
@@ -410,7 +432,7 @@ def _log_loaded(engine: Qwen3Engine, tts: Any, device: str, dtype: str, seconds:
 
 def _mib(module: Any) -> float:
     tensors = itertools.chain(module.parameters(), module.buffers())
-    return sum(t.numel() * t.element_size() for t in tensors) / 2**20
+    return float(sum(int(t.numel()) * int(t.element_size()) for t in tensors)) / 2**20
 
 
 def _size_label(size: str) -> str:

@@ -99,7 +99,8 @@ def _task_type(value: str | None, facts: Qwen3ModelFacts) -> str:
         )
     if canonical != facts.task_type:
         raise BadRequestError(
-            f"This server's model ({facts.model}) serves task_type {facts.task_type!r} only, not {canonical!r}: "
+            f"This server's model ({facts.model}) serves task_type {facts.task_type!r} only, "
+            f"not {canonical!r}: "
             f"{_WHAT_IT_NEEDS[facts.task_type]}, or omit task_type. {canonical} needs a server running "
             f"{_CHECKPOINT[canonical]}.",
             param="task_type",
@@ -177,8 +178,8 @@ def _validate_voice_design(request: SynthesisRequest) -> None:
 def _validate_base(request: SynthesisRequest, facts: Qwen3ModelFacts) -> None:
     if request.voice is not None:
         raise BadRequestError(
-            f"This Base model ({facts.model}) has no built-in voices (got voice {request.voice!r}): it clones "
-            "the voice in 'ref_audio'. Omit 'voice', or use a server running "
+            f"This Base model ({facts.model}) has no built-in voices (got voice {request.voice!r}): "
+            "it clones the voice in 'ref_audio'. Omit 'voice', or use a server running "
             f"{_CHECKPOINT['CustomVoice']} for built-in voices.",
             param="voice",
         )
@@ -212,6 +213,7 @@ def _validate_base(request: SynthesisRequest, facts: Qwen3ModelFacts) -> None:
     if not request.x_vector_only_mode and not request.ref_text:
         raise BadRequestError(
             "Base needs 'ref_text', the transcript of ref_audio, to clone in context; or set "
-            "x_vector_only_mode=true to clone from the speaker embedding alone (no transcript, less similar).",
+            "x_vector_only_mode=true to clone from the speaker embedding alone (no transcript needed, "
+            "less similar).",
             param="ref_text",
         )

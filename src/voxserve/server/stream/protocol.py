@@ -65,7 +65,7 @@ def parse_config(message: dict[str, Any]) -> StreamConfig:
             "use stream_audio=false for one encoded file per sentence.",
             param="stream_audio",
         )
-    granularity = message.get("split_granularity") or "sentence"
+    granularity: Granularity = message.get("split_granularity") or "sentence"
     if granularity not in ("none", "sentence", "clause"):
         raise BadRequestError(
             f"split_granularity must be none, sentence or clause, got {granularity!r}.", param="split_granularity"

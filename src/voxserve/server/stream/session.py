@@ -184,7 +184,9 @@ class StreamSession:
 
     async def _on_config(self, event: dict[str, Any]) -> None:
         if self._open is not None:
-            await self._error("An utterance is open: send input.done first, then session.config.", code="utterance_open")
+            await self._error(
+                "An utterance is open: send input.done first, then session.config.", code="utterance_open"
+            )
             return
         if not self._authorized:
             offered = event.get("api_key")
@@ -205,7 +207,9 @@ class StreamSession:
             return
         self._config, self._resolved = config, resolved
         if config.ignored_fields:
-            await self._send_json({"type": "warning", "message": f"Ignored fields: {', '.join(config.ignored_fields)}."})
+            await self._send_json(
+                {"type": "warning", "message": f"Ignored fields: {', '.join(config.ignored_fields)}."}
+            )
 
     async def _on_text(self, event: dict[str, Any]) -> None:
         text = event.get("text")

@@ -1,0 +1,88 @@
+"""The voxserve command line, run as a user would: real processes, real files, a real server."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import soundfile as sf
+
+from support.live_server import LiveServer, free_port
+
+VOXSERVE = [sys.executable, "-m", "voxserve"]
+
+
+def run(*args: str, timeout: float = 120, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*VOXSERVE, *args], capture_output=True, timeout=timeout, check=False, **kwargs)  # type: ignore[call-overload]
+
+
+def test_say_writes_a_wav_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "hello.wav"
+    result = run("say", "Hello there. This is voxserve.", "-o", str(out))
+    assert result.returncode == 0, result.stderr.decode()
+    audio, rate = sf.read(out)
+    assert rate == 24000 and len(audio) / rate > 1.0
+
+
+def test_say_to_stdout_in_another_format() -> None:
+    result = run("say", "Piped audio.", "-o", "-", "--format", "flac", "--speed", "1.5")
+    assert result.returncode == 0, result.stderr.decode()
+    audio, rate = sf.read(io.BytesIO(result.stdout))
+    assert len(audio) > 0 and rate == 24000
+
+
+def test_say_refuses_empty_text_and_unknown_formats(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert run("say", "  ", "-o", str(tmp_path / "x.wav")).returncode == 2
+    bad = run("say", "Hi", "-o", str(tmp_path / "x.xyz"))
+    assert bad.returncode == 2 and b"unknown format" in bad.stderr
+
+
+def test_serve_starts_and_becomes_ready() -> None:
+    port = free_port()
+    process = subprocess.Popen([*VOXSERVE, "serve", "--port", str(port), "--log-level", "warning"])
+    try:
+        deadline = time.monotonic() + 60
+        status = None
+        while time.monotonic() < deadline:
+            try:
+                status = httpx.get(f"http://127.0.0.1:{port}/ready", timeout=1).status_code
+                if status == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        assert status == 200
+        audio = httpx.post(f"http://127.0.0.1:{port}/v1/audio/speech", json={"input": "Hi.", "response_format": "wav"})
+        assert audio.content[:4] == b"RIFF"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        # uvicorn shuts down gracefully, then re-raises the signal so the exit status tells why.
+        assert process.wait(timeout=20) in (0, -signal.SIGTERM)
+
+
+def test_serve_refuses_a_public_host_without_a_key() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "VOXSERVE_API_KEY"}
+    result = run("serve", "--host", "0.0.0.0", "--port", str(free_port()), env=env, timeout=30)
+    assert result.returncode == 2
+    assert b"--api-key" in result.stderr and b"--insecure" in result.stderr
+
+
+def test_stream_command_writes_audio_and_reports_time_to_first_audio(server: LiveServer, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "streamed.wav"
+    result = run("stream", "Streaming from the command line. Word by word.", "--url", server.ws_url,
+                 "--words-per-piece", "2", "-o", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"time to first audio" in result.stdout
+    audio, rate = sf.read(out)
+    assert rate == 24000 and len(audio) / rate > 1.0
+
+
+def test_stream_command_says_when_the_server_is_unreachable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    result = run("stream", "Hi", "--url", f"ws://127.0.0.1:{free_port()}", "-o", str(tmp_path / "x.wav"))
+    assert result.returncode == 1
+    assert b"cannot reach" in result.stderr
