@@ -40,14 +40,10 @@ TEXT = "hello world, this is a tiny test of streaming speech."
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--model", help="checkpoint directory or hub id (default: build tiny random checkpoints)"
-    )
+    parser.add_argument("--model", help="checkpoint directory or hub id (default: build tiny random checkpoints)")
     parser.add_argument("--variant", default="custom_voice", choices=["custom_voice", "voice_design", "base"])
     parser.add_argument("--text", default=TEXT)
-    parser.add_argument(
-        "--frames", type=int, default=50, help="force this many frames via EOS steering; 0 = off"
-    )
+    parser.add_argument("--frames", type=int, default=50, help="force this many frames via EOS steering; 0 = off")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
@@ -77,30 +73,30 @@ def main() -> None:
         )
         engine.prepare(engine.validate(request()))  # encode a clone prompt once, outside the timings
 
-        def first_chunk() -> tuple[float, int]:
+        def streaming() -> tuple[float, float, int]:
             with steering():
                 started = time.perf_counter()
                 stream = engine.synthesize(args.text, request())
                 first = next(stream)
-                elapsed = time.perf_counter() - started
+                to_first = time.perf_counter() - started
                 frames = len(first.samples) // 1920 + sum(len(c.samples) // 1920 for c in stream)
-            return elapsed, frames
+                to_last = time.perf_counter() - started
+            return to_first, to_last, frames
 
-        def package_generate() -> tuple[float, int]:
+        def package_generate() -> tuple[float, float, int]:
             prepared = engine.prepare(engine.validate(request()))
             with steering():
                 torch.manual_seed(int(prepared.seed or 0))
                 started = time.perf_counter()
                 wavs, _ = _package_call(engine, args.text, prepared)
                 elapsed = time.perf_counter() - started
-            return elapsed, len(wavs[0]) // 1920
+            return elapsed, elapsed, len(wavs[0]) // 1920
 
-        ours, frames_ours = _repeat(first_chunk, args.repeats)
-        theirs, frames_theirs = _repeat(package_generate, args.repeats)
+        ours, ours_total, frames_ours = _repeat(streaming, args.repeats)
+        theirs, _, frames_theirs = _repeat(package_generate, args.repeats)
 
-    print(
-        f"model: {model} ({variant}, {engine.model_size}); {frames_ours} frames = {frames_ours / 12.5:.1f} s audio"
-    )
+    name = args.model or f"tiny random {variant} checkpoint"
+    print(f"model: {name} ({engine.model_size}); {frames_ours} frames = {frames_ours / 12.5:.1f} s of audio")
     print(
         f"hardware: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
@@ -109,6 +105,7 @@ def main() -> None:
     print(f"text: {args.text!r}; repeats: {args.repeats} after 1 warm-up")
     print(f"{'path':<46} {'median':>9} {'min':>9}")
     print(f"{'voxserve streaming: first chunk (2 frames)':<46} {_ms(ours)}")
+    print(f"{'voxserve streaming: last chunk':<46} {_ms(ours_total)}")
     print(f"{'qwen-tts generate: complete result':<46} {_ms(theirs)}")
     print(f"speed-up of first audio (median): {statistics.median(theirs) / statistics.median(ours):.1f}x")
     if frames_ours != frames_theirs:
@@ -119,7 +116,8 @@ def _tiny(out: Path) -> dict[str, Path]:
     sys.path.insert(0, str(TESTS))
     from tiny_checkpoint import build_tiny_checkpoints
 
-    return build_tiny_checkpoints(out)
+    paths: dict[str, Path] = build_tiny_checkpoints(out)
+    return paths
 
 
 def _package_call(engine: Any, text: str, request: Any) -> Any:
@@ -133,10 +131,11 @@ def _package_call(engine: Any, text: str, request: Any) -> Any:
     )
 
 
-def _repeat(run: Callable[[], tuple[float, int]], repeats: int) -> tuple[list[float], int]:
-    run()  # warm-up
+def _repeat(run: Callable[[], tuple[float, float, int]], repeats: int) -> tuple[list[float], list[float], int]:
+    """Run once to warm up, then ``repeats`` times: (first times, last times, frames of the last run)."""
+    run()
     results = [run() for _ in range(repeats)]
-    return [seconds for seconds, _ in results], results[-1][1]
+    return [r[0] for r in results], [r[1] for r in results], results[-1][2]
 
 
 def _ms(times: list[float]) -> str:

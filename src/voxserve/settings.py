@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 # OpenAI's model and voice names are aliases of whatever this server serves by default,
@@ -13,8 +14,6 @@ OPENAI_VOICE_ALIASES = (
 )  # fmt: skip
 
 
-def _env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(f"VOXSERVE_{name}", default)
 
 
 @dataclass(slots=True)
@@ -51,8 +50,9 @@ class Settings:
     log_level: str = "info"
 
     @classmethod
-    def from_env(cls, **overrides: object) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         """Defaults, then ``VOXSERVE_*`` variables, then explicit overrides (CLI flags)."""
+        environ = os.environ if environ is None else environ
         settings = cls()
         env_map = {
             "HOST": ("host", str), "PORT": ("port", int), "ENGINE": ("engine", str), "MODEL": ("model", str),
@@ -62,7 +62,7 @@ class Settings:
             "WS_IDLE_TIMEOUT": ("ws_idle_timeout_s", float),
         }  # fmt: skip
         for env_name, (attr, kind) in env_map.items():
-            raw = _env(env_name)
+            raw = environ.get(f"VOXSERVE_{env_name}")
             if raw is not None and raw != "":
                 setattr(settings, attr, kind(raw))
         for key, value in overrides.items():

@@ -16,7 +16,7 @@ import pytest
 from qwen3_testing import noise_clip, steer_eos
 
 from voxserve.engines.base import Engine, SynthesisRequest
-from voxserve.errors import BadRequestError, MissingExtraError, NotFoundError
+from voxserve.errors import BadRequestError, EngineError, MissingExtraError, NotFoundError
 
 pytestmark = pytest.mark.qwen
 
@@ -210,6 +210,19 @@ def test_a_request_cancelled_before_it_starts_yields_nothing(custom_voice_engine
     request = request_for("CustomVoice")
     request.cancelled.set()
     assert list(custom_voice_engine.synthesize(TEXT, request)) == []
+
+
+def test_a_failure_inside_generation_surfaces_as_an_engine_error(
+    custom_voice_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(**kwargs: Any) -> None:
+        raise RuntimeError("CUDA error: device-side assert triggered")
+
+    monkeypatch.setattr(custom_voice_engine.tts_model, "generate_custom_voice", broken)
+    baseline = len(generation_threads())
+    with pytest.raises(EngineError, match="Qwen3-TTS generation failed: CUDA error"):
+        list(custom_voice_engine.synthesize(TEXT, request_for("CustomVoice")))
+    assert len(generation_threads()) == baseline
 
 
 def test_instructions_reach_the_17b_custom_voice(custom_voice_1b7_engine: Any) -> None:

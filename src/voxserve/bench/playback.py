@@ -63,7 +63,9 @@ class PlaybackSimulator:
         self.audio_s += duration
 
 
-def simulate(arrivals: Iterable[tuple[float, int]], bytes_per_second: float, *, skip_bytes: int = 0) -> PlaybackSimulator:
+def simulate(
+    arrivals: Iterable[tuple[float, int]], bytes_per_second: float, *, skip_bytes: int = 0
+) -> PlaybackSimulator:
     """Replay a whole list of ``(arrival time, byte count)`` through a fresh simulator."""
     player = PlaybackSimulator(bytes_per_second, skip_bytes=skip_bytes)
     for at, nbytes in arrivals:

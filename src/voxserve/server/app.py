@@ -13,8 +13,11 @@ from voxserve.engines.base import Engine
 from voxserve.server import info
 from voxserve.server.auth import ApiKeyMiddleware
 from voxserve.server.errors import install_error_handlers
+from voxserve.server.sagemaker import router as sagemaker_router
+from voxserve.server.sagemaker.routing import InvocationsRouter
 from voxserve.server.speech import router as speech_router
 from voxserve.server.state import ServerState
+from voxserve.server.stream import router as stream_router
 from voxserve.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -43,21 +46,10 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
     install_error_handlers(app)
     app.include_router(info.router)
     app.include_router(speech_router.router)
-    for name in ("stream", "sagemaker"):
-        _include_optional(app, name)
+    app.include_router(stream_router.router)
+    app.include_router(sagemaker_router.router)
     if settings.api_key:
-        app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
+        app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key, trust_invocations=settings.sagemaker)
+    # Outermost: /invocations is rewritten before auth and routing see it.
+    app.add_middleware(InvocationsRouter, default_route=settings.sagemaker_default_route, api=app)
     return app
-
-
-def _include_optional(app: FastAPI, name: str) -> None:
-    """Routers built in later modules (WebSocket stream, SageMaker) plug in here when present."""
-    import importlib
-
-    try:
-        module = importlib.import_module(f"voxserve.server.{name}.router")
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith(f"voxserve.server.{name}"):
-            return
-        raise
-    app.include_router(module.router)

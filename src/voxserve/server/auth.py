@@ -25,12 +25,15 @@ def bearer_token(header: str | None) -> str | None:
 
 
 class ApiKeyMiddleware:
-    def __init__(self, app: ASGIApp, api_key: str) -> None:
+    def __init__(self, app: ASGIApp, api_key: str, *, trust_invocations: bool = False) -> None:
         self.app = app
         self.api_key = api_key
+        self.trust_invocations = trust_invocations
+        """In SageMaker mode, /invocations is authenticated by IAM and arrives with headers stripped."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        trusted = self.trust_invocations and scope.get("voxserve.sagemaker_invocation", False)
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or trusted:
             await self.app(scope, receive, send)
             return
         headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}

@@ -146,15 +146,16 @@ class Segmenter:
         self._reset()
 
     def _reset(self) -> None:
+        # Text not yet emitted; it starts with the segment being built.
         self._buffer = ""
-        """Text not yet emitted; it starts with the segment being built."""
+        # End of the pieces already taken into the segment being built (still below its min_chars).
         self._group_end = 0
-        """End of the pieces already taken into the segment being built (below its ``min_chars``)."""
+        # Where the search for the next piece's end resumes: the text before it holds no boundary.
         self._scan = 0
-        """Where the search for the next piece's end resumes; text before it is known to hold no boundary."""
         self._index = 0
+        # Whether the buffer starts a line, for "1." list markers.
         self._after_newline = True
-        """Whether the buffer starts a line (for "1." list markers)."""
+        # "none" granularity only collects; joining once at flush keeps feeding linear.
         self._none_parts: list[str] = []
         self._ready: list[Segment] = []
 
@@ -164,7 +165,14 @@ class Segmenter:
         return "".join(self._none_parts) if self.granularity == "none" else self._buffer
 
     def feed(self, text: str) -> list[Segment]:
-        """Add text; return the segments that are now complete and safe to synthesize."""
+        """Add text and return the segments it completed.
+
+        Args:
+            text: The next piece of input, of any length (an LLM token, a word, a whole paragraph).
+
+        Returns:
+            The segments no future text can change, in order; often none.
+        """
         if not text:
             return []
         if self.granularity == "none":
@@ -175,9 +183,12 @@ class Segmenter:
         return self._take_ready()
 
     def flush(self) -> list[Segment]:
-        """End of input: return all remaining segments and make the segmenter as good as new.
+        """End of input: return the remaining segments and make the segmenter as good as new.
 
-        Whitespace-only input yields no segment; otherwise the texts of all segments join back to the input.
+        Returns:
+            Everything still pending, cut by the same rules with "end of input" as the lookahead. Input
+            with no non-space character yields no segment; otherwise the texts of all segments returned by
+            ``feed`` and ``flush`` join back to the input exactly.
         """
         if self.granularity == "none":
             self._buffer = "".join(self._none_parts)
@@ -388,7 +399,16 @@ class Segmenter:
 def split_text(
     text: str, granularity: Granularity = "sentence", schedule: ChunkSchedule | None = None
 ) -> list[Segment]:
-    """Segment a whole text at once: ``feed(text)`` then ``flush()``."""
+    """Segment a whole text at once: ``feed(text)`` then ``flush()``.
+
+    Args:
+        text: The whole input.
+        granularity: Where segments may end; see the module docstring.
+        schedule: Segment sizes; the default schedule when None.
+
+    Returns:
+        The segments, in order.
+    """
     segmenter = Segmenter(granularity, schedule)
     return segmenter.feed(text) + segmenter.flush()
 

@@ -121,6 +121,10 @@ class Qwen3Engine:
         self._decoder = tts.model.speech_tokenizer.model.decoder
         self._samples_per_frame = int(self._decoder.total_upsample)
         self._eos = int(config.talker_config.codec_eos_token_id)
+        talker_generation = tts.model.talker.generation_config
+        if talker_generation.pad_token_id is None:
+            # What HF falls back to anyway, stated once so it stops logging "Setting pad_token_id" per utterance.
+            talker_generation.pad_token_id = self._eos
         self._tap = FrameTap(tts)
         self._generating = threading.Lock()
 

@@ -1,0 +1,1 @@
+"""Amazon SageMaker hosting contract: /ping, /invocations routing, the bidirectional-stream WebSocket."""

@@ -1,0 +1,179 @@
+"""The SageMaker container contract, over a real loopback server: /ping, /invocations routing, bidi WebSockets."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import soundfile as sf
+from support.live_server import LiveServer, free_port, start_server
+from websockets.asyncio.client import connect
+
+from voxserve.engines.piper import PiperEngine
+from voxserve.server.sagemaker.config import resolve_sagemaker_settings
+from voxserve.server.sagemaker.routing import route_from_attributes
+from voxserve.settings import Settings
+
+ATTRS = "X-Amzn-SageMaker-Custom-Attributes"
+
+
+def invoke(server: LiveServer, body: object, attributes: str | None = None, **kwargs: object) -> httpx.Response:
+    headers = {"Content-Type": "application/json"}
+    if attributes is not None:
+        headers[ATTRS] = attributes
+    return httpx.post(f"{server.url}/invocations", content=json.dumps(body), headers=headers, timeout=60, **kwargs)  # type: ignore[arg-type]
+
+
+def test_ping_answers_get_and_post(server: LiveServer) -> None:
+    assert httpx.get(f"{server.url}/ping").status_code == 200
+    assert httpx.post(f"{server.url}/ping").status_code == 200
+
+
+def test_routed_invocation_speaks(server: LiveServer) -> None:
+    response = invoke(server, {"input": "Routed through invocations.", "response_format": "wav"},
+                      "route=/v1/audio/speech")  # fmt: skip
+    assert response.status_code == 200 and response.headers["content-type"] == "audio/wav"
+    audio, rate = sf.read(io.BytesIO(response.content))
+    assert rate == 24000 and len(audio) > rate
+
+
+def test_route_is_found_among_other_attributes(server: LiveServer) -> None:
+    response = invoke(server, {"input": "Hi.", "response_format": "wav"}, "adapter=x,route=/v1/audio/speech,trace=1")
+    assert response.status_code == 200
+
+
+def test_unrouted_speech_body_uses_the_default_route(server: LiveServer) -> None:
+    response = invoke(server, {"input": "No route attribute.", "response_format": "wav"})
+    assert response.status_code == 200 and response.content[:4] == b"RIFF"
+
+
+def test_read_only_routes_work_through_invocations(server: LiveServer) -> None:
+    voices = invoke(server, {}, "route=/v1/audio/voices")
+    assert voices.status_code == 200 and voices.json()["voices"] == ["en_US-joe-medium"]
+    models = invoke(server, {}, "route=/v1/models")
+    assert models.status_code == 200 and models.json()["object"] == "list"
+
+
+def test_unknown_route_is_a_clear_404(server: LiveServer) -> None:
+    response = invoke(server, {"input": "Hi."}, "route=/v1/chat/completions")
+    assert response.status_code == 404
+    message = response.json()["error"]["message"]
+    assert "/v1/chat/completions" in message and "/v1/audio/speech" in message
+
+
+def test_streamed_invocation_is_chunked_audio(server: LiveServer) -> None:
+    body = {"input": "Streaming through invocations. Two sentences.", "response_format": "pcm",
+            "stream_format": "audio"}  # fmt: skip
+    with httpx.stream("POST", f"{server.url}/invocations", json=body, headers={ATTRS: "route=/v1/audio/speech"}) as r:
+        assert r.status_code == 200
+        assert r.headers.get("transfer-encoding") == "chunked"
+        chunks = [c for c in r.iter_raw() if c]
+    assert len(chunks) > 1 and sum(map(len, chunks)) > 24000
+
+
+def test_errors_through_invocations_keep_their_status(server: LiveServer) -> None:
+    response = invoke(server, {"input": "Hi.", "voice": "nobody"}, "route=/v1/audio/speech")
+    assert response.status_code == 404 and "nobody" in response.json()["error"]["message"]
+
+
+def test_a_body_near_the_sagemaker_limit_is_read(server: LiveServer) -> None:
+    # 6 MiB is SageMaker's request limit; the server must read such a body and answer it properly.
+    body = {"input": "Big body.", "response_format": "wav", "padding_for_size": "x" * (5 * 1024 * 1024)}
+    response = invoke(server, body, "route=/v1/audio/speech")
+    assert response.status_code == 400 and "padding_for_size" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("path", ["/invocations-bidirectional-stream", "/v1/audio/speech/stream"])
+async def test_both_bidirectional_paths_stream_speech(server: LiveServer, path: str) -> None:
+    url = f"ws://127.0.0.1:{server.settings.port}{path}?foo=bar"
+    async with connect(url) as ws:
+        await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
+        await ws.send(json.dumps({"type": "input.text", "text": "Bidirectional streaming on SageMaker."}))
+        await ws.send(json.dumps({"type": "input.done"}))
+        pcm, kinds = 0, []
+        while "session.done" not in kinds:
+            message = await ws.recv()
+            if isinstance(message, bytes):
+                pcm += len(message)
+            else:
+                kinds.append(json.loads(message)["type"])
+        pong = await ws.ping()
+        await pong
+    assert "audio.start" in kinds and "audio.done" in kinds and pcm > 2000
+
+
+def test_api_key_does_not_block_iam_authenticated_invocations(piper_engine: PiperEngine) -> None:
+    live = start_server(Settings(api_key="k", sagemaker=True), engine=piper_engine)
+    try:
+        assert invoke(live, {"input": "Hi.", "response_format": "wav"}).status_code == 200
+        # Other routes still need the key.
+        assert httpx.post(f"{live.url}/v1/audio/speech", json={"input": "Hi."}).status_code == 401
+    finally:
+        live.stop()
+
+
+def test_route_attribute_parsing() -> None:
+    assert route_from_attributes("route=/v1/audio/speech") == "/v1/audio/speech"
+    assert route_from_attributes("a=1, route=/v1/models,route=/x") == "/v1/models"
+    assert route_from_attributes("adapter=abc") is None
+    assert route_from_attributes(None) is None
+
+
+def test_environment_configuration_follows_the_vllm_omni_container(tmp_path: Path) -> None:
+    chosen = resolve_sagemaker_settings({"SM_VLLM_MODEL": "Qwen/Qwen3-TTS-12Hz-1.7B-Base",
+                                         "SM_VLLM_GPU_MEMORY_UTILIZATION": "0.45"}, model_dir=tmp_path)  # fmt: skip
+    s = chosen.settings
+    assert (s.engine, s.model, s.gpu_memory_utilization, s.host, s.port) == (
+        "qwen3", "Qwen/Qwen3-TTS-12Hz-1.7B-Base", 0.45, "0.0.0.0", 8080)  # fmt: skip
+    assert any("SM_VLLM_MODEL" in reason for reason in chosen.reasons)
+
+    (tmp_path / "config.json").write_text("{}")
+    mounted = resolve_sagemaker_settings({}, model_dir=tmp_path)
+    assert (mounted.settings.engine, mounted.settings.model) == ("qwen3", str(tmp_path))
+
+    (tmp_path / "config.json").unlink()
+    (tmp_path / "voice.onnx").write_bytes(b"")
+    piper_voice = resolve_sagemaker_settings({}, model_dir=tmp_path)
+    assert (piper_voice.settings.engine, piper_voice.settings.model) == ("piper", str(tmp_path / "voice.onnx"))
+
+    embedded = resolve_sagemaker_settings({"VOXSERVE_PORT": "9999"}, model_dir=tmp_path / "missing")
+    assert (embedded.settings.engine, embedded.settings.model, embedded.settings.port) == ("piper", None, 9999)
+    assert "embedded" in embedded.reasons[0]
+
+
+def test_serve_sagemaker_mode_listens_and_pings() -> None:
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "voxserve", "serve", "--sagemaker", "--host", "127.0.0.1",
+                                "--port", str(port), "--log-level", "info"], stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline, status = time.monotonic() + 60, None
+        while time.monotonic() < deadline and status != 200:
+            try:
+                status = httpx.get(f"http://127.0.0.1:{port}/ping", timeout=1).status_code
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        assert status == 200
+        body = {"input": "Container mode.", "response_format": "wav"}
+        assert httpx.post(f"http://127.0.0.1:{port}/invocations", json=body, timeout=30).content[:4] == b"RIFF"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=20)
+    assert b"sagemaker: engine piper with the embedded voice" in stderr
+
+
+def test_seed_payload_shape_reaches_the_engine_check(server: LiveServer) -> None:
+    # The seed-004 payload on the CPU voice: every field is understood; the engine says it cannot clone.
+    wav = base64.b64encode(b"RIFF0000WAVE").decode()
+    body = {"model": "piper/en_US-joe-medium", "input": "Clone me.", "task_type": "Base",
+            "ref_audio": f"data:audio/wav;base64,{wav}", "ref_text": "Hello.", "language": "English",
+            "response_format": "wav"}  # fmt: skip
+    response = invoke(server, body, "route=/v1/audio/speech")
+    assert response.status_code == 400 and "clone" in response.json()["error"]["message"]
