@@ -246,6 +246,8 @@ class Segmenter:
         events = _CLAUSE_EVENTS if self._clause_marks_count_now() else _SENTENCE_EVENTS
         position = max(self._scan, start)
         word_cut = self._first_words_cut(start) if self._index == 0 and self.schedule.first_words else None
+        if word_cut is not None and word_cut > limit:
+            word_cut = None  # the max_chars cut comes first, as it must when the word is still being typed
         while True:
             match = events.search(buffer, position)
             event_at = match.start() if match else len(buffer)
