@@ -98,10 +98,11 @@ class PipelineObserver:
 class SynthesisPipeline:
     """Shared by all protocols: owns admission (how many utterances may run) and hands out Utterances."""
 
-    def __init__(self, engine: Engine, scheduler: Scheduler, *, max_streams: int = 64) -> None:
+    def __init__(self, engine: Engine, scheduler: Scheduler, *, max_streams: int = 64, max_queue: int = 64) -> None:
         self.engine = engine
         self.scheduler = scheduler
         self.max_streams = max_streams
+        self.max_queue = max_queue
         self.active = 0
 
     def utterance(
@@ -118,6 +119,12 @@ class SynthesisPipeline:
         if self.active >= self.max_streams:
             raise TooBusyError(
                 f"Server is at capacity ({self.max_streams} concurrent streams); retry shortly.", retry_after_s=1.0
+            )
+        if self.scheduler.queued >= self.max_queue:
+            # Accepting more would break the real-time promise made to the streams already running.
+            raise TooBusyError(
+                f"Server is at capacity ({self.scheduler.queued} segments waiting for the engine); retry shortly.",
+                retry_after_s=1.0,
             )
         self.active += 1
         return Utterance(

@@ -43,7 +43,9 @@ class ServerState:
             scheduler = Scheduler(default_worker_count(self.settings))
             self.metrics = SpeechMetrics(engine.info.name)
             scheduler.queue_wait_observer = self.metrics.queue_wait.labels(engine=engine.info.name).observe
-            self.pipeline = SynthesisPipeline(engine, scheduler, max_streams=self.settings.max_streams)
+            self.pipeline = SynthesisPipeline(
+                engine, scheduler, max_streams=self.settings.max_streams, max_queue=self.settings.max_queue
+            )
             if self.settings.warmup:
                 await asyncio.to_thread(self._warm_up, engine)
             self.ready = True

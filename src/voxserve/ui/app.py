@@ -142,7 +142,9 @@ def build_ui(backend: SpeechBackend, *, title: str = "voxserve") -> Blocks:
                     speak = gr.Button("Speak", variant="primary", elem_id="speak")
                     stop = gr.Button("Stop", elem_id="stop")
             with gr.Column(scale=2):
-                audio = gr.Audio(label="Speech", streaming=True, autoplay=True, interactive=False, elem_id="speech")
+                # Download only: gradio's Share button would upload the speech to Hugging Face.
+                audio = gr.Audio(label="Speech", streaming=True, autoplay=True, interactive=False,
+                                 buttons=["download"], elem_id="speech")  # fmt: skip
                 status = gr.Textbox(label="Status", interactive=False, lines=3, elem_id="status")
         blocks.load(page.load, outputs=[voice, language, cloning, status])
         # No concurrency limit here: every listener gets a stream of its own, and the

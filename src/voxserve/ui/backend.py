@@ -338,7 +338,7 @@ def _sagemaker_catalogue(endpoint_name: str, region: str) -> Catalogue:
 
 
 def _unreachable_message(base: str, cause: BaseException) -> str:
-    return f"Cannot reach the voxserve server at {base}: {_network_cause(cause)}. Is `voxserve serve` running there?"
+    return f"Cannot reach the voxserve server at {base}: {_network_cause(cause)}. Is it running? (voxserve serve)"
 
 
 def _network_cause(exc: BaseException) -> str:
@@ -360,7 +360,7 @@ def _network_cause(exc: BaseException) -> str:
 
 def _status_message(base: str, status: int, body: bytes) -> str:
     if status == 401:
-        return f"{base} needs an API key: start the UI with --api-key KEY."
+        return f"{base} needs a valid API key: start the UI with --api-key KEY."
     if status == 503:
         return f"{base} is still loading its engine; try again in a moment."
     return f"{base} answered HTTP {status}: {_error_text(body)}"

@@ -1,0 +1,361 @@
+"""onnxruntime settings for Piper throughput and latency on this machine: what should the defaults be?
+
+    python bench/ort_tuning.py                 # ~4 minutes on 2 cores; writes bench/results/ort_tuning.{md,json}
+    python bench/ort_tuning.py --quick         # one repeat, smaller workload (harness check)
+
+Why: the server runs ``workers`` engine threads, each calling ``InferenceSession.run`` on one shared
+session whose ``intra_op_num_threads`` decides how many cores one call may use. Threads that exceed
+the cores fight each other (and onnxruntime's intra-op threads spin while they wait), so the best
+pair depends on the core count; this measures it instead of guessing. No server is involved.
+
+Measured, for worker threads {1, 2} × intra-op threads {1, 2} × inter-op 1 (``PiperEngine`` with
+``PiperOptions``):
+  * throughput: the benchmark paragraphs synthesized back to back on ``workers`` threads, audio
+    seconds per wall second (best of ``--repeats``, the usual way to read a noisy machine);
+  * single-stream latency: one ~100-character sentence on an idle engine (median of several runs),
+    i.e. the time to first audio of a lone stream whose first segment is a sentence.
+Then two things ``PiperOptions`` cannot set yet:
+  * intra-op spinning off (``session.intra_op.allow_spinning = 0``) for the oversubscribed pairs;
+  * batching: several streams' sentences of similar length in one ``session.run`` (the ONNX graph
+    takes a batch dimension with ``input_lengths``), checked for exactness against unbatched runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime
+
+from voxserve.bench.engine_loop import run_engine_level
+from voxserve.bench.machine import describe, one_line
+from voxserve.bench.runner import find_texts
+from voxserve.bench.servers import CpuMeter
+from voxserve.engines.base import SynthesisRequest
+from voxserve.engines.piper import PiperEngine, PiperOptions, embedded_voice_paths
+
+SENTENCE = "Outside the windows, fishing boats rocked gently in the harbor while gulls circled above the nets."
+GRID = [(workers, intra) for workers in (1, 2) for intra in (1, 2)]
+
+
+@dataclass(slots=True)
+class ThreadResult:
+    """One (workers, intra-op, spinning) configuration."""
+
+    workers: int
+    intra: int
+    spinning: bool
+    throughput: float
+    """Audio seconds per wall second, best of the repeats."""
+    throughput_runs: list[float]
+    sentence_latency_s: float
+    """Median wall time of one sentence on an otherwise idle engine."""
+    loaded_first_chunk_p50_s: float | None
+    """Median time to the first sentence of a paragraph while ``workers`` paragraphs run at once."""
+    cpu_pct: float | None
+    """CPU of this process during the best throughput run, % of all cores."""
+
+
+@dataclass(slots=True)
+class BatchResult:
+    workers: int
+    batch: int
+    intra: int
+    throughput: float
+    throughput_runs: list[float]
+    batch_latency_p50_s: float
+    """Median wall time of one ``session.run`` (every item in a batch waits for the whole batch)."""
+    padding_pct: float
+    """Share of phoneme positions that were padding."""
+    max_abs_diff: float
+    """Largest sample difference of a batched item (trimmed to its own length) vs the same item alone."""
+
+
+def make_engine(intra: int, *, spinning: bool = True) -> PiperEngine:
+    model, config = embedded_voice_paths()
+    engine = PiperEngine(model, config, PiperOptions(intra_op_threads=intra, inter_op_threads=1))
+    if not spinning:
+        # PiperOptions has no spinning knob (deciding whether it needs one is what this measures), so
+        # the bench swaps in a session built with it off. Private attribute: bench-only, on purpose.
+        engine._voice.session = _session(model, intra, spinning=False)
+    for _ in engine.synthesize("Hello.", engine.validate(SynthesisRequest())):
+        pass
+    return engine
+
+
+def _session(model: Path, intra: int, *, spinning: bool) -> onnxruntime.InferenceSession:
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = intra
+    options.inter_op_num_threads = 1
+    if not spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return onnxruntime.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def sentence_latency(engine: PiperEngine, runs: int) -> float:
+    request = engine.validate(SynthesisRequest())
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        for _ in engine.synthesize(SENTENCE, request):
+            pass
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def measure_threads(texts: Sequence[str], workers: int, intra: int, *, spinning: bool, repeats: int,
+                    paragraphs: int, latency_runs: int) -> ThreadResult:  # fmt: skip
+    engine = make_engine(intra, spinning=spinning)
+    runs, best_cpu, first_chunks = [], None, None
+    for _ in range(repeats):
+        meter = CpuMeter(os.getpid())
+        meter.start()
+        level = run_engine_level(engine, texts, concurrency=workers, streams=paragraphs)
+        cpu = meter.stop()
+        summary = level.summary()
+        if not runs or summary["throughput"] > max(runs):
+            best_cpu, first_chunks = cpu, summary["ttfa_p50_s"]
+        runs.append(summary["throughput"])
+    latency = sentence_latency(engine, latency_runs)
+    return ThreadResult(workers, intra, spinning, max(runs), [round(r, 2) for r in runs], latency, first_chunks,
+                        best_cpu)  # fmt: skip
+
+
+# ----- batching ------------------------------------------------------------------------------------
+
+
+def phoneme_sentences(engine: PiperEngine, texts: Sequence[str]) -> list[list[int]]:
+    """Every espeak sentence of every paragraph as Piper phoneme ids (what one ``session.run`` takes)."""
+    voice = engine._voice  # bench-only: the batching experiment needs the raw voice
+    return [voice.phonemes_to_ids(p) for text in texts for p in voice.phonemize(text) if p]
+
+
+def _run_batch(session: onnxruntime.InferenceSession, items: Sequence[list[int]], scales: np.ndarray) -> np.ndarray:
+    longest = max(len(x) for x in items)
+    ids = np.zeros((len(items), longest), dtype=np.int64)  # id 0 is Piper's pad symbol
+    for row, item in enumerate(items):
+        ids[row, : len(item)] = item
+    lengths = np.array([len(x) for x in items], dtype=np.int64)
+    out: np.ndarray = session.run(None, {"input": ids, "input_lengths": lengths, "scales": scales})[0]
+    return out.reshape(len(items), -1)
+
+
+def measure_batching(engine: PiperEngine, texts: Sequence[str], configs: Sequence[tuple[int, int, int]],
+                     repeats: int) -> list[BatchResult]:  # fmt: skip
+    """Similar-length sentences grouped ``batch`` at a time, on ``workers`` threads sharing one session."""
+    model, _ = embedded_voice_paths()
+    sentences = sorted(phoneme_sentences(engine, texts), key=len)
+    # Noise off: durations (so lengths) are deterministic, which the exactness check needs; the compute
+    # is the same with noise on.
+    scales = np.array([0.0, engine._voice.config.length_scale, 0.0], dtype=np.float32)
+    rate = engine.info.sample_rate
+    sessions = {intra: _session(model, intra, spinning=True) for intra in sorted({c[2] for c in configs})}
+    alone = {i: _run_batch(sessions[min(sessions)], [s], scales)[0] for i, s in enumerate(sentences)}
+    audio_s = sum(len(a) for a in alone.values()) / rate
+    results = []
+    for workers, batch, intra in configs:
+        session = sessions[intra]
+        groups = [list(range(i, min(i + batch, len(sentences)))) for i in range(0, len(sentences), batch)]
+        padded = sum(len(g) * max(len(sentences[i]) for i in g) for g in groups)
+        padding = 100.0 * (1 - sum(len(s) for s in sentences) / padded)
+        runs, batch_times, max_diff = [], [], 0.0
+        for _ in range(repeats):
+            outputs: dict[int, np.ndarray] = {}
+            times: list[float] = []
+            wall = _on_threads(workers, groups, _BatchJob(session, sentences, scales, outputs, times))
+            runs.append(audio_s / wall)
+            batch_times.extend(times)
+            for i, samples in outputs.items():
+                reference = alone[i]
+                max_diff = max(max_diff, float(np.abs(samples[: len(reference)] - reference).max()))
+        results.append(BatchResult(workers, batch, intra, max(runs), [round(r, 2) for r in runs],
+                                   statistics.median(batch_times), round(padding, 1), max_diff))  # fmt: skip
+    return results
+
+
+@dataclass(slots=True)
+class _BatchJob:
+    """Runs one group of sentence indices as a batch; keeps each item's audio and the run's wall time."""
+
+    session: onnxruntime.InferenceSession
+    sentences: Sequence[list[int]]
+    scales: np.ndarray
+    outputs: dict[int, np.ndarray]
+    times: list[float]
+
+    def __call__(self, group: list[int]) -> None:
+        started = time.perf_counter()
+        audio = _run_batch(self.session, [self.sentences[i] for i in group], self.scales)
+        self.times.append(time.perf_counter() - started)
+        for row, i in enumerate(group):
+            self.outputs[i] = audio[row]
+
+
+def _on_threads(workers: int, jobs: Sequence[Any], run: Callable[[Any], None]) -> float:
+    """Run every job on ``workers`` threads pulling from one list; returns the wall time."""
+    lock, pending = threading.Lock(), list(jobs)
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not pending:
+                    return
+                job = pending.pop(0)
+            run(job)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
+
+
+# ----- report --------------------------------------------------------------------------------------
+
+
+def markdown(machine: dict[str, Any], threads: list[ThreadResult], batches: list[BatchResult],
+             settings: dict[str, Any]) -> str:  # fmt: skip
+    lines = [
+        "# onnxruntime tuning for Piper (raw engine, no server)",
+        "",
+        f"Machine: {one_line(machine)}.",
+        f"Workload: {settings['paragraphs']} paragraphs of bench/texts.json per throughput run (best of "
+        f"{settings['repeats']}); sentence latency = median of {settings['latency_runs']} runs of a "
+        f"{len(SENTENCE)}-character sentence on an idle engine. Generated by `python bench/ort_tuning.py`.",
+        "",
+        "## Worker threads × intra-op threads (inter-op 1)",
+        "",
+        "| workers | intra-op | spinning | throughput ×RT (best) | runs | sentence latency ms (idle) "
+        "| first sentence p50 ms (loaded) | CPU % |",
+        "|---:|---:|:---:|---:|---|---:|---:|---:|",
+    ]
+    for r in threads:
+        loaded = "–" if r.loaded_first_chunk_p50_s is None else f"{r.loaded_first_chunk_p50_s * 1000:.0f}"
+        cpu = "–" if r.cpu_pct is None else f"{r.cpu_pct:.0f}"
+        lines.append(
+            f"| {r.workers} | {r.intra} | {'on' if r.spinning else 'off'} | {r.throughput:.1f} "
+            f"| {', '.join(f'{x:.1f}' for x in r.throughput_runs)} | {r.sentence_latency_s * 1000:.0f} | {loaded} "
+            f"| {cpu} |"
+        )
+    if batches:
+        lines += [
+            "",
+            "## Batching sentences of several streams in one session.run",
+            "",
+            "Sentences sorted by length and grouped, so a batch holds similar lengths (the best case for "
+            "batching). Batched items are trimmed to their own length (in a server: from the alignment "
+            "output) and compared with the same sentence run alone.",
+            "",
+            "| workers | batch | intra-op | throughput ×RT (best) | runs | one run p50 ms | padding % "
+            "| max abs diff vs alone |",
+            "|---:|---:|---:|---:|---|---:|---:|---:|",
+        ]
+        for b in batches:
+            lines.append(
+                f"| {b.workers} | {b.batch} | {b.intra} | {b.throughput:.1f} "
+                f"| {', '.join(f'{x:.1f}' for x in b.throughput_runs)} | {b.batch_latency_p50_s * 1000:.0f} "
+                f"| {b.padding_pct:.1f} | {b.max_abs_diff:.1e} |"
+            )
+    lines += ["", "## Recommendation (computed from the tables above)", "", *recommend(threads, batches)]
+    return "\n".join(lines) + "\n"
+
+
+def recommend(threads: list[ThreadResult], batches: list[BatchResult]) -> list[str]:
+    """Pick defaults: the fewest threads within 5% of the best throughput, and say what latency costs."""
+    spinning = [r for r in threads if r.spinning]
+    best = max(spinning, key=lambda r: r.throughput)
+    near = [r for r in spinning if r.throughput >= 0.95 * best.throughput]
+    pick = min(near, key=lambda r: (r.workers * r.intra, r.intra, r.sentence_latency_s))
+    fastest = min(spinning, key=lambda r: r.sentence_latency_s)
+    lines = [
+        f"- Throughput: workers={pick.workers}, intra_op_threads={pick.intra} gives {pick.throughput:.1f}× real "
+        f"time (best measured {best.throughput:.1f}× at workers={best.workers}, intra={best.intra}); "
+        "fewest threads within 5% of the best wins, since extra threads only add contention.",
+        f"- Idle single-stream latency: lowest with intra_op_threads={fastest.intra} "
+        f"({fastest.sentence_latency_s * 1000:.0f} ms per sentence vs {pick.sentence_latency_s * 1000:.0f} ms "
+        f"for the throughput pick).",
+    ]
+    off = [r for r in threads if not r.spinning]
+    for r in off:
+        on = next((x for x in spinning if (x.workers, x.intra) == (r.workers, r.intra)), None)
+        if on is not None:
+            lines.append(
+                f"- Spinning off at workers={r.workers}, intra={r.intra}: {r.throughput:.1f}× vs {on.throughput:.1f}× "
+                f"with spinning on; idle sentence {r.sentence_latency_s * 1000:.0f} ms vs "
+                f"{on.sentence_latency_s * 1000:.0f} ms."
+            )
+    if batches:
+        single = [b for b in batches if b.batch == 1]
+        best_single = max(single, key=lambda b: b.throughput) if single else None
+        best_batch = max(batches, key=lambda b: b.throughput)
+        if best_single is not None:
+            gain = best_batch.throughput / best_single.throughput - 1
+            lines.append(
+                f"- Batching: best {best_batch.throughput:.1f}× (workers={best_batch.workers}, "
+                f"batch={best_batch.batch}, intra={best_batch.intra}) vs {best_single.throughput:.1f}× "
+                f"unbatched ({gain:+.0%}); batched "
+                f"output matches unbatched within {max(b.max_abs_diff for b in batches):.1e}. Batching also makes "
+                "every item wait for the longest one in its batch."
+            )
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--out", type=Path, default=Path("bench/results"), help="Folder for ort_tuning.md/json.")
+    parser.add_argument("--repeats", type=int, default=2, help="Throughput runs per configuration (best is kept).")
+    parser.add_argument("--paragraphs", type=int, default=12, help="Paragraphs per throughput run.")
+    parser.add_argument("--latency-runs", type=int, default=7)
+    parser.add_argument("--no-batching", action="store_true", help="Skip the batching experiment.")
+    parser.add_argument("--quick", action="store_true", help="One repeat, 4 paragraphs, 3 latency runs.")
+    parser.add_argument("--texts", type=Path)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats, args.paragraphs, args.latency_runs = 1, 4, 3
+    texts = find_texts(args.texts)
+    machine = describe()
+    settings = {"repeats": args.repeats, "paragraphs": args.paragraphs, "latency_runs": args.latency_runs}
+    started = time.time()
+
+    def log(message: str) -> None:
+        print(f"[ort {time.time() - started:5.0f} s] {message}", flush=True)
+
+    threads: list[ThreadResult] = []
+    configs = [(w, i, True) for w, i in GRID] + [(2, 2, False), (1, 2, False)]
+    for workers, intra, spin in configs:
+        result = measure_threads(texts, workers, intra, spinning=spin, repeats=args.repeats,
+                                 paragraphs=args.paragraphs, latency_runs=args.latency_runs)  # fmt: skip
+        threads.append(result)
+        log(f"workers={workers} intra={intra} spinning={'on' if spin else 'off'}: {result.throughput:.1f}×RT, "
+            f"sentence {result.sentence_latency_s * 1000:.0f} ms")  # fmt: skip
+    batches: list[BatchResult] = []
+    if not args.no_batching:
+        engine = make_engine(1)
+        batch_configs = [(1, 1, 1), (1, 2, 1), (1, 4, 1), (2, 1, 1), (2, 2, 1), (2, 4, 1), (1, 4, 2)]
+        batches = measure_batching(engine, texts, batch_configs, args.repeats)
+        for b in batches:
+            log(f"batching workers={b.workers} batch={b.batch} intra={b.intra}: {b.throughput:.1f}×RT")
+    settings["elapsed_s"] = round(time.time() - started, 1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    document = {"machine": machine, "settings": settings, "threads": [asdict(t) for t in threads],
+                "batching": [asdict(b) for b in batches]}  # fmt: skip
+    (args.out / "ort_tuning.json").write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    (args.out / "ort_tuning.md").write_text(markdown(machine, threads, batches, settings), encoding="utf-8")
+    log(f"wrote {args.out / 'ort_tuning.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

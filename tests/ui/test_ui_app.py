@@ -1,0 +1,100 @@
+"""The Gradio page's handlers and the ``voxserve ui`` command, without a browser."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+import wave
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from support.live_server import LiveServer, free_port
+from voxserve.cli import ui as cli_ui
+from voxserve.cli.main import build_parser
+from voxserve.errors import MissingExtraError
+from voxserve.ui.app import SpeechPage, build_ui, import_gradio, wav_chunk
+from voxserve.ui.backend import SpeechBackend
+
+
+@pytest.fixture
+def gradio() -> ModuleType:
+    pytest.importorskip("gradio", reason="the [ui] extra (gradio) is not installed")
+    return import_gradio()
+
+
+async def outputs(page: SpeechPage, text: str, **fields: Any) -> list[tuple[Any, str]]:
+    args = {"voice": None, "language": None, "speed": 1.0, "ref_audio": None, "ref_text": None, **fields}
+    return [item async for item in page.speak(text, **args)]
+
+
+def test_without_gradio_the_ui_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gradio", None)  # makes `import gradio` fail as if not installed
+    with pytest.raises(MissingExtraError, match=r'pip install "voxserve\[ui\]"'):
+        build_ui(SpeechBackend.for_server())
+
+
+def test_each_streamed_chunk_is_a_complete_wav_with_true_sizes() -> None:
+    pcm = b"\x01\x00\x02\x00" * 480
+    with wave.open(io.BytesIO(wav_chunk(pcm, 24_000)), "rb") as wav:
+        assert (wav.getnchannels(), wav.getsampwidth(), wav.getframerate()) == (1, 2, 24_000)
+        assert wav.readframes(wav.getnframes()) == pcm
+
+
+async def test_the_page_fills_voice_and_language_from_the_server(server: LiveServer, gradio: ModuleType) -> None:
+    page = SpeechPage(SpeechBackend.for_server(server.url), gradio)
+    voice, language, cloning, status = await page.load()
+    assert (voice.choices, voice.value) == ([("en_US-joe-medium", "en_US-joe-medium")], "en_US-joe-medium")
+    assert language.value == "English"
+    assert cloning.visible is False
+    assert status == "Ready: piper, 1 voice."
+
+
+async def test_the_page_streams_wav_chunks_and_ends_with_a_done_status(server: LiveServer, gradio: ModuleType) -> None:
+    items = await outputs(SpeechPage(SpeechBackend.for_server(server.url), gradio), "One. Two. Three.")
+    assert items[0][1].startswith("Connecting to voxserve at ")
+    assert sum(isinstance(audio, bytes) and audio[:4] == b"RIFF" for audio, _ in items) > 1
+    assert items[-1][1].startswith("Done: ")
+
+
+async def test_an_unreachable_server_becomes_an_error_sentence_on_the_page(gradio: ModuleType) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    page = SpeechPage(SpeechBackend.for_server(url), gradio)
+    with pytest.warns(UserWarning, match="Cannot reach"):  # gr.Warning outside a request is a Python warning
+        items = await outputs(page, "Hello.")
+    assert items[-1][1] == (
+        f"Error: Cannot reach the voxserve server at {url}: connection refused. Is it running? (voxserve serve)"
+    )
+    _, _, _, status = await page.load()
+    assert status.startswith("Error: Cannot reach")
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["ui", *argv])
+
+
+def test_voxserve_ui_serves_on_loopback_port_6006_without_a_public_link_by_default() -> None:
+    args = parse()
+    assert (args.url, args.host, args.port, args.share, args.sagemaker_endpoint) == (
+        "http://127.0.0.1:8000", "127.0.0.1", 6006, False, None,
+    )  # fmt: skip
+
+
+def test_voxserve_ui_accepts_the_aws_samples_flag_names() -> None:
+    args = parse("--endpoint-name", "tts-bidi", "--server-port", "7000", "--region", "eu-west-1")
+    assert (args.sagemaker_endpoint, args.port, args.region) == ("tts-bidi", 7000, "eu-west-1")
+
+
+def test_voxserve_ui_speaks_to_the_url_it_is_given() -> None:
+    backend = cli_ui.backend_for(parse("--url", "http://10.0.0.5:9000/", "--api-key", "k"))
+    assert backend.target == "voxserve at http://10.0.0.5:9000"
+
+
+def test_voxserve_ui_without_ffmpeg_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli_ui.shutil, "which", lambda _: None)
+    assert cli_ui.run(parse()) == 2
+    assert "needs the ffmpeg program" in capsys.readouterr().err

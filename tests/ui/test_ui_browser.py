@@ -1,0 +1,161 @@
+"""The Gradio page in headless Chromium: speech streams into the page, errors read as sentences.
+
+Drives the system Chromium (never a downloaded one) through Playwright against a real
+voxserve server with the Piper voice. Also checks that neither the page nor the Python
+side tries to reach anything outside this machine: the UI must work where there is no
+internet. Writes ``docs/ui.png``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.live_server import LiveServer, free_port
+
+pytestmark = pytest.mark.browser
+
+pytest.importorskip("gradio", reason="the [ui] extra (gradio) is not installed")
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+
+from voxserve.ui.app import build_ui, launch_ui  # noqa: E402
+from voxserve.ui.backend import SpeechBackend  # noqa: E402
+
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None:
+    pytest.skip("no system Chromium (apt-get install chromium, or set CHROMIUM=/path)", allow_module_level=True)
+if shutil.which("ffmpeg") is None:
+    pytest.skip("gradio's streaming audio needs the ffmpeg program (apt-get install ffmpeg)", allow_module_level=True)
+
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--no-first-run", "--disable-quic", "--disable-sync",
+]  # fmt: skip
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "ui.png"
+TEXT = ("Hello from voxserve. This sentence is streamed to the browser while it is still being made. "
+        "And a third one, to be sure.")  # fmt: skip
+STATUS_JS = "document.querySelector('#status textarea')?.value ?? ''"
+
+_outside_connections: list[str] = []
+_watching = False
+
+
+def _watch_connections(event: str, args: tuple[Any, ...]) -> None:
+    """Audit hook: note every connection this process opens to a host other than this machine."""
+    if not _watching or event != "socket.connect":
+        return
+    address = args[1]
+    if isinstance(address, tuple) and not _is_loopback(str(address[0])):
+        _outside_connections.append(str(address))
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+@pytest.fixture(scope="module")
+def no_outside_connections() -> Iterator[list[str]]:
+    global _watching
+    sys.addaudithook(_watch_connections)  # hooks cannot be removed; _watching turns this one off
+    _watching = True
+    yield _outside_connections
+    _watching = False
+
+
+def serve_ui(backend: SpeechBackend) -> Iterator[str]:
+    blocks = build_ui(backend)
+    url = launch_ui(blocks, port=free_port(), block=False)
+    yield url
+    blocks.close()
+
+
+@pytest.fixture(scope="module")
+def ui_url(server: LiveServer, no_outside_connections: list[str]) -> Iterator[str]:
+    yield from serve_ui(SpeechBackend.for_server(server.url))
+
+
+@pytest.fixture(scope="module")
+def dead_ui_url(no_outside_connections: list[str]) -> Iterator[str]:
+    yield from serve_ui(SpeechBackend.for_server(f"http://127.0.0.1:{free_port()}"))
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True,
+            args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 720},
+        )  # fmt: skip
+        yield context
+        context.close()
+
+
+@pytest.fixture
+def outside_requests() -> list[str]:
+    """URLs the page asked for that are not on this machine."""
+    return []
+
+
+@pytest.fixture
+def page(browser: Any, outside_requests: list[str]) -> Iterator[Any]:
+    page = browser.new_page()
+    page.on("request", lambda r: None if _is_local(r.url) else outside_requests.append(r.url))
+    yield page
+    page.close()
+
+
+def _is_local(url: str) -> bool:
+    return url.startswith(("http://127.0.0.1", "data:", "blob:"))
+
+
+def wait_for_status(page: Any, pattern: str, timeout_s: float = 60) -> str:
+    """Wait until the status box matches ``pattern`` (a JavaScript regex); return its text."""
+    page.wait_for_function(f"new RegExp({json.dumps(pattern)}).test({STATUS_JS})", timeout=timeout_s * 1000)
+    return str(page.evaluate(STATUS_JS))
+
+
+def test_speak_streams_audio_into_the_page_and_counts_the_chunks(
+    page: Any, ui_url: str, outside_requests: list[str], no_outside_connections: list[str]
+) -> None:
+    page.goto(ui_url)
+    assert wait_for_status(page, "^Ready") == "Ready: piper, 1 voice."
+    assert page.locator("#voice input").input_value() == "en_US-joe-medium"
+    page.locator("#text textarea").fill(TEXT)
+    page.locator("#speak").click()
+    status = wait_for_status(page, "^(Done|Error)")
+
+    done = re.fullmatch(r"Done: (\d+) chunks, [\d,]+ bytes \(([\d.]+) s of audio\); first audio after \d+ ms\.", status)
+    assert done is not None, status
+    assert int(done[1]) > 1
+    # The player holds the streamed playlist (a MediaSource blob), knows its length, and is playing it.
+    player = "document.querySelector('#speech audio')"
+    page.wait_for_function(f"(a => a && a.src.startsWith('blob:') && a.duration > 0 && a.played.length > 0)({player})")
+    assert page.evaluate(f"{player}.duration") == pytest.approx(float(done[2]), abs=0.5)
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT))
+    assert outside_requests == []
+    assert no_outside_connections == []
+
+
+def test_an_unreachable_server_reads_as_a_sentence_in_the_status_and_a_warning(page: Any, dead_ui_url: str) -> None:
+    page.goto(dead_ui_url)
+    expected = (r"Cannot reach the voxserve server at http://127\.0\.0\.1:\d+: connection refused\. "
+                r"Is it running\? \(voxserve serve\)")  # fmt: skip
+    assert re.fullmatch(f"Error: {expected}", wait_for_status(page, "^Error"))
+    page.locator("#text textarea").fill("Hello?")
+    page.locator("#speak").click()
+    sync_api.expect(page.get_by_test_id("toast-text")).to_have_text(re.compile(expected))
+    assert re.fullmatch(f"Error: {expected}", wait_for_status(page, "^Error"))
+    assert "Traceback" not in page.content()
