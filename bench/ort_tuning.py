@@ -14,6 +14,9 @@ Measured, for worker threads {1, 2} × intra-op threads {1, 2} × inter-op 1 (``
     seconds per wall second (best of ``--repeats``, the usual way to read a noisy machine);
   * single-stream latency: one ~100-character sentence on an idle engine (median of several runs),
     i.e. the time to first audio of a lone stream whose first segment is a sentence.
+Each pair is measured with whole-sentence calls (the pure onnxruntime question) and, where the engine
+has it (``PiperOptions.stream_frames``), with frame streaming (first audio after the frontend and a
+small decoder window, at the price of recomputed decoder context).
 Then two things ``PiperOptions`` cannot set yet:
   * intra-op spinning off (``session.intra_op.allow_spinning = 0``) for the oversubscribed pairs;
   * batching: several streams' sentences of similar length in one ``session.run`` (the ONNX graph
@@ -23,6 +26,7 @@ Then two things ``PiperOptions`` cannot set yet:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -55,11 +59,15 @@ class ThreadResult:
     workers: int
     intra: int
     spinning: bool
+    frames: bool
+    """Frame streaming on (``PiperOptions.stream_frames``) or whole-sentence calls."""
     throughput: float
     """Audio seconds per wall second, best of the repeats."""
     throughput_runs: list[float]
     sentence_latency_s: float
     """Median wall time of one sentence on an otherwise idle engine."""
+    sentence_first_audio_s: float
+    """Median time to that sentence's first chunk (equal to the above without frame streaming)."""
     loaded_first_chunk_p50_s: float | None
     """Median time to the first sentence of a paragraph while ``workers`` paragraphs run at once."""
     cpu_pct: float | None
@@ -81,9 +89,15 @@ class BatchResult:
     """Largest sample difference of a batched item (trimmed to its own length) vs the same item alone."""
 
 
-def make_engine(intra: int, *, spinning: bool = True) -> PiperEngine:
+FRAMES_SUPPORTED = "stream_frames" in {f.name for f in dataclasses.fields(PiperOptions)}
+
+
+def make_engine(intra: int, *, spinning: bool = True, frames: bool = False) -> PiperEngine:
     model, config = embedded_voice_paths()
-    engine = PiperEngine(model, config, PiperOptions(intra_op_threads=intra, inter_op_threads=1))
+    extra: dict[str, Any] = {"stream_frames": frames} if FRAMES_SUPPORTED else {}
+    engine = PiperEngine(model, config, PiperOptions(intra_op_threads=intra, inter_op_threads=1, **extra))
+    if frames and not engine.info.extra.get("frame_streaming"):
+        raise RuntimeError("frame streaming was asked for but the engine fell back to whole sentences")
     if not spinning:
         # PiperOptions has no spinning knob (deciding whether it needs one is what this measures), so
         # the bench swaps in a session built with it off. Private attribute: bench-only, on purpose.
@@ -102,20 +116,23 @@ def _session(model: Path, intra: int, *, spinning: bool) -> onnxruntime.Inferenc
     return onnxruntime.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
 
 
-def sentence_latency(engine: PiperEngine, runs: int) -> float:
+def sentence_latency(engine: PiperEngine, runs: int) -> tuple[float, float]:
+    """Median (whole sentence, first chunk) wall times of ``SENTENCE`` on an idle engine."""
     request = engine.validate(SynthesisRequest())
-    times = []
+    whole, first = [], []
     for _ in range(runs):
         started = time.perf_counter()
+        first_at = None
         for _ in engine.synthesize(SENTENCE, request):
-            pass
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+            first_at = first_at or time.perf_counter()
+        whole.append(time.perf_counter() - started)
+        first.append((first_at or time.perf_counter()) - started)
+    return statistics.median(whole), statistics.median(first)
 
 
-def measure_threads(texts: Sequence[str], workers: int, intra: int, *, spinning: bool, repeats: int,
-                    paragraphs: int, latency_runs: int) -> ThreadResult:  # fmt: skip
-    engine = make_engine(intra, spinning=spinning)
+def measure_threads(texts: Sequence[str], workers: int, intra: int, *, spinning: bool, frames: bool,
+                    repeats: int, paragraphs: int, latency_runs: int) -> ThreadResult:  # fmt: skip
+    engine = make_engine(intra, spinning=spinning, frames=frames)
     runs, best_cpu, first_chunks = [], None, None
     for _ in range(repeats):
         meter = CpuMeter(os.getpid())
@@ -126,9 +143,9 @@ def measure_threads(texts: Sequence[str], workers: int, intra: int, *, spinning:
         if not runs or summary["throughput"] > max(runs):
             best_cpu, first_chunks = cpu, summary["ttfa_p50_s"]
         runs.append(summary["throughput"])
-    latency = sentence_latency(engine, latency_runs)
-    return ThreadResult(workers, intra, spinning, max(runs), [round(r, 2) for r in runs], latency, first_chunks,
-                        best_cpu)  # fmt: skip
+    latency, first_audio = sentence_latency(engine, latency_runs)
+    return ThreadResult(workers, intra, spinning, frames, max(runs), [round(r, 2) for r in runs], latency,
+                        first_audio, first_chunks, best_cpu)  # fmt: skip
 
 
 # ----- batching ------------------------------------------------------------------------------------
@@ -237,17 +254,17 @@ def markdown(machine: dict[str, Any], threads: list[ThreadResult], batches: list
         "",
         "## Worker threads × intra-op threads (inter-op 1)",
         "",
-        "| workers | intra-op | spinning | throughput ×RT (best) | runs | sentence latency ms (idle) "
-        "| first sentence p50 ms (loaded) | CPU % |",
-        "|---:|---:|:---:|---:|---|---:|---:|---:|",
+        "| workers | intra-op | spinning | frames | throughput ×RT (best) | runs | sentence ms (idle) "
+        "| sentence first audio ms (idle) | paragraph first audio p50 ms (loaded) | CPU % |",
+        "|---:|---:|:---:|:---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in threads:
         loaded = "–" if r.loaded_first_chunk_p50_s is None else f"{r.loaded_first_chunk_p50_s * 1000:.0f}"
         cpu = "–" if r.cpu_pct is None else f"{r.cpu_pct:.0f}"
         lines.append(
-            f"| {r.workers} | {r.intra} | {'on' if r.spinning else 'off'} | {r.throughput:.1f} "
-            f"| {', '.join(f'{x:.1f}' for x in r.throughput_runs)} | {r.sentence_latency_s * 1000:.0f} | {loaded} "
-            f"| {cpu} |"
+            f"| {r.workers} | {r.intra} | {'on' if r.spinning else 'off'} | {'on' if r.frames else 'off'} "
+            f"| {r.throughput:.1f} | {', '.join(f'{x:.1f}' for x in r.throughput_runs)} "
+            f"| {r.sentence_latency_s * 1000:.0f} | {r.sentence_first_audio_s * 1000:.0f} | {loaded} | {cpu} |"
         )
     if batches:
         lines += [
@@ -274,7 +291,7 @@ def markdown(machine: dict[str, Any], threads: list[ThreadResult], batches: list
 
 def recommend(threads: list[ThreadResult], batches: list[BatchResult]) -> list[str]:
     """Pick defaults: the fewest threads within 5% of the best throughput, and say what latency costs."""
-    spinning = [r for r in threads if r.spinning]
+    spinning = [r for r in threads if r.spinning and not r.frames]
     best = max(spinning, key=lambda r: r.throughput)
     near = [r for r in spinning if r.throughput >= 0.95 * best.throughput]
     pick = min(near, key=lambda r: (r.workers * r.intra, r.intra, r.sentence_latency_s))
@@ -287,6 +304,15 @@ def recommend(threads: list[ThreadResult], batches: list[BatchResult]) -> list[s
         f"({fastest.sentence_latency_s * 1000:.0f} ms per sentence vs {pick.sentence_latency_s * 1000:.0f} ms "
         f"for the throughput pick).",
     ]
+    for r in (r for r in threads if r.frames):
+        whole = next((x for x in spinning if (x.workers, x.intra) == (r.workers, r.intra)), None)
+        if whole is not None:
+            lines.append(
+                f"- Frame streaming at workers={r.workers}, intra={r.intra}: {r.throughput:.1f}× vs "
+                f"{whole.throughput:.1f}× whole sentences ({r.throughput / whole.throughput - 1:+.0%}); idle "
+                f"sentence first audio {r.sentence_first_audio_s * 1000:.0f} ms vs "
+                f"{whole.sentence_first_audio_s * 1000:.0f} ms."
+            )
     off = [r for r in threads if not r.spinning]
     for r in off:
         on = next((x for x in spinning if (x.workers, x.intra) == (r.workers, r.intra)), None)
@@ -316,9 +342,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=Path("bench/results"), help="Folder for ort_tuning.md/json.")
     parser.add_argument("--repeats", type=int, default=2, help="Throughput runs per configuration (best is kept).")
-    parser.add_argument("--paragraphs", type=int, default=12, help="Paragraphs per throughput run.")
+    parser.add_argument("--paragraphs", type=int, default=6, help="Paragraphs per throughput run.")
     parser.add_argument("--latency-runs", type=int, default=7)
     parser.add_argument("--no-batching", action="store_true", help="Skip the batching experiment.")
+    parser.add_argument("--no-frames", action="store_true", help="Skip the frame-streaming rows.")
     parser.add_argument("--quick", action="store_true", help="One repeat, 4 paragraphs, 3 latency runs.")
     parser.add_argument("--texts", type=Path)
     args = parser.parse_args(argv)
@@ -333,13 +360,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[ort {time.time() - started:5.0f} s] {message}", flush=True)
 
     threads: list[ThreadResult] = []
-    configs = [(w, i, True) for w, i in GRID] + [(2, 2, False), (1, 2, False)]
-    for workers, intra, spin in configs:
-        result = measure_threads(texts, workers, intra, spinning=spin, repeats=args.repeats,
+    configs = [(w, i, True, False) for w, i in GRID] + [(2, 2, False, False), (1, 2, False, False)]
+    if FRAMES_SUPPORTED and not args.no_frames:
+        configs += [(w, i, True, True) for w, i in GRID]
+    for workers, intra, spin, frames in configs:
+        result = measure_threads(texts, workers, intra, spinning=spin, frames=frames, repeats=args.repeats,
                                  paragraphs=args.paragraphs, latency_runs=args.latency_runs)  # fmt: skip
         threads.append(result)
-        log(f"workers={workers} intra={intra} spinning={'on' if spin else 'off'}: {result.throughput:.1f}×RT, "
-            f"sentence {result.sentence_latency_s * 1000:.0f} ms")  # fmt: skip
+        log(f"workers={workers} intra={intra} spinning={'on' if spin else 'off'} frames={'on' if frames else 'off'}: "
+            f"{result.throughput:.1f}×RT, sentence {result.sentence_latency_s * 1000:.0f} ms, "
+            f"first audio {result.sentence_first_audio_s * 1000:.0f} ms")  # fmt: skip
     batches: list[BatchResult] = []
     if not args.no_batching:
         engine = make_engine(1)

@@ -16,7 +16,7 @@ seconds), whose talker emits EOS at random: ``--frames`` then steers EOS so ever
 run makes exactly that many frames. With a real checkpoint, leave ``--frames`` 0
 to let the model stop by itself.
 
-    python bench/qwen3_first_audio.py                      # tiny model, 50 frames (4 s of audio)
+    python bench/qwen3_first_audio.py --threads 1          # tiny model, 50 frames (4 s of audio)
     python bench/qwen3_first_audio.py --model /models/Qwen3-TTS-12Hz-0.6B-CustomVoice --frames 0
 """
 
@@ -45,9 +45,13 @@ def main() -> None:
     parser.add_argument("--text", default=TEXT)
     parser.add_argument("--frames", type=int, default=50, help="force this many frames via EOS steering; 0 = off")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
     args = parser.parse_args()
 
     import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     from voxserve.engines.base import SynthesisRequest
     from voxserve.engines.qwen3 import load_qwen3_engine

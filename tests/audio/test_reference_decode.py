@@ -57,9 +57,7 @@ def dominant_hz(samples: np.ndarray, rate: int) -> float:
         ("webm", "libopus", 48_000),
     ],
 )
-def test_every_common_format_decodes_to_24k_mono_with_the_same_pitch(
-    container: str, codec: str, rate: int
-) -> None:
+def test_every_common_format_decodes_to_24k_mono_with_the_same_pitch(container: str, codec: str, rate: int) -> None:
     data = encode(tone(2.0, rate, channels=2), rate, container, codec)
 
     chunk = decode_reference_audio(data)

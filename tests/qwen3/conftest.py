@@ -18,6 +18,11 @@ from qwen3_testing import require_qwen_tts
 def tiny_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Tiny random checkpoints: base, custom_voice (0.6B), custom_voice_1b7, voice_design."""
     require_qwen_tts()
+    import torch
+
+    # A tiny model gains nothing from intra-op threads, and on a busy 2-core CI machine their OpenMP
+    # barriers wait on descheduled threads: one thread keeps these tests fast and their timing steady.
+    torch.set_num_threads(1)
     from tiny_checkpoint import build_tiny_checkpoints
 
     return build_tiny_checkpoints(tmp_path_factory.mktemp("qwen3-tiny"))

@@ -36,9 +36,7 @@ def encoded_clip(container: str, codec: str, *, seconds: float = 2.0, rate: int 
     return buffer.getvalue()
 
 
-def clone(
-    engine: Any, ref_audio: Any, *, frames: int = 8, **fields: Any
-) -> tuple[np.ndarray, SynthesisRequest]:
+def clone(engine: Any, ref_audio: Any, *, frames: int = 8, **fields: Any) -> tuple[np.ndarray, SynthesisRequest]:
     request = SynthesisRequest(ref_audio=ref_audio, seed=5, **{"ref_text": "Hi there!", **fields})
     with steer_eos(engine, after=frames):
         audio = np.concatenate([c.samples for c in engine.synthesize(TEXT, request)])
@@ -81,12 +79,8 @@ def test_the_same_reference_is_encoded_once_and_then_served_from_the_cache(
     reference = noise_clip(1.5, seed=42)
     hits, misses = base_engine.prompt_cache.hits, base_engine.prompt_cache.misses
 
-    first = base_engine.prepare(
-        base_engine.validate(SynthesisRequest(ref_audio=reference, ref_text="Hi there!"))
-    )
-    again = SynthesisRequest(
-        ref_audio=noise_clip(1.5, seed=42), ref_text="Hi there!"
-    )  # equal samples, new array
+    first = base_engine.prepare(base_engine.validate(SynthesisRequest(ref_audio=reference, ref_text="Hi there!")))
+    again = SynthesisRequest(ref_audio=noise_clip(1.5, seed=42), ref_text="Hi there!")  # equal samples, new array
     second = base_engine.prepare(base_engine.validate(again))
 
     assert encodes == ["Hi there!"]

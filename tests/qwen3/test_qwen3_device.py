@@ -6,12 +6,28 @@ from types import SimpleNamespace
 
 import pytest
 
-from voxserve.engines.qwen3.device import MEMORY_ENV, memory_fraction, resolve_device, resolve_dtype
+from voxserve.engines.qwen3.device import (
+    MEMORY_ENV,
+    apply_memory_fraction,
+    memory_fraction,
+    resolve_device,
+    resolve_dtype,
+)
 
 
 def fake_torch(*, cuda: bool) -> SimpleNamespace:
+    budgets: list[tuple[float, int | None]] = []
+
+    def device(name: str) -> SimpleNamespace:
+        return SimpleNamespace(index=int(name.split(":")[1]) if ":" in name else None)
+
     return SimpleNamespace(
-        cuda=SimpleNamespace(is_available=lambda: cuda),
+        cuda=SimpleNamespace(
+            is_available=lambda: cuda,
+            set_per_process_memory_fraction=lambda fraction, index: budgets.append((fraction, index)),
+        ),
+        device=device,
+        budgets=budgets,
         bfloat16="bf16",
         float16="fp16",
         float32="fp32",
@@ -58,3 +74,12 @@ def test_an_invalid_memory_budget_is_refused(monkeypatch: pytest.MonkeyPatch, ra
     monkeypatch.setenv(MEMORY_ENV, raw)
     with pytest.raises(ValueError, match=r"between 0 and 1|in \(0, 1\]"):
         memory_fraction(None)
+
+
+def test_the_memory_budget_is_applied_to_the_chosen_gpu_only() -> None:
+    torch = fake_torch(cuda=True)
+    apply_memory_fraction(torch, "cuda", 0.5)
+    apply_memory_fraction(torch, "cuda:1", 0.25)
+    apply_memory_fraction(torch, "cuda", None)
+    apply_memory_fraction(torch, "cpu", 0.5)
+    assert torch.budgets == [(0.5, None), (0.25, 1)]  # an index (None = current device), as torch requires

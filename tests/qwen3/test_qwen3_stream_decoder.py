@@ -82,9 +82,9 @@ def test_chunks_decoded_one_by_one_equal_the_full_decode_across_three_windowed_l
 
 def test_one_window_of_left_context_is_not_enough_with_several_layers() -> None:
     """Why the history is layers × window: re-decoding with only `window` frames of context drifts."""
+    model = decoder(layers=3, window=5)
     import torch
 
-    model = decoder(layers=3, window=5)
     frames = codes(sum(SCHEDULE))
     full = full_decode(model, frames)
     pieces, start = [], 0

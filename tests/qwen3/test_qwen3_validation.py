@@ -72,16 +72,12 @@ def test_custom_voice_defaults_to_the_first_speaker_and_auto_language() -> None:
 
 
 def test_an_unknown_speaker_is_not_found_and_lists_the_voices() -> None:
-    with pytest.raises(
-        NotFoundError, match=r"Unknown voice 'alloy' .*available voices: Vivian, Ryan, Uncle_Fu"
-    ):
+    with pytest.raises(NotFoundError, match=r"Unknown voice 'alloy' .*available voices: Vivian, Ryan, Uncle_Fu"):
         validate_request(SynthesisRequest(voice="alloy"), CUSTOM_06B)
 
 
 def test_an_unknown_language_lists_the_supported_ones() -> None:
-    with pytest.raises(
-        BadRequestError, match=r"Unsupported language 'Klingon'; use one of: Auto, Chinese, English"
-    ):
+    with pytest.raises(BadRequestError, match=r"Unsupported language 'Klingon'; use one of: Auto, Chinese, English"):
         validate_request(SynthesisRequest(language="Klingon"), CUSTOM_06B)
 
 

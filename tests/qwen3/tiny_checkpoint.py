@@ -135,9 +135,7 @@ def _text_tokenizer() -> Any:
     trainer = trainers.BpeTrainer(
         vocab_size=400, special_tokens=list(_SPECIALS), initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
-    bpe.train_from_iterator(
-        ["assistant\n", "user\n", "hello world, this is a tiny test.", "Hi there!"] * 50, trainer
-    )
+    bpe.train_from_iterator(["assistant\n", "user\n", "hello world, this is a tiny test.", "Hi there!"] * 50, trainer)
     tokenizer = Qwen2TokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=bpe,
         unk_token=None,

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import io
+import json
+import shutil
+import subprocess
 import sys
 import wave
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import httpx
 import pytest
 
 from support.live_server import LiveServer, free_port
@@ -16,7 +22,7 @@ from voxserve.cli import ui as cli_ui
 from voxserve.cli.main import build_parser
 from voxserve.errors import MissingExtraError
 from voxserve.ui.app import SpeechPage, build_ui, import_gradio, wav_chunk
-from voxserve.ui.backend import SpeechBackend
+from voxserve.ui.backend import Catalogue, SpeechBackend
 
 
 @pytest.fixture
@@ -71,6 +77,59 @@ async def test_an_unreachable_server_becomes_an_error_sentence_on_the_page(gradi
     assert status.startswith("Error: Cannot reach")
 
 
+class RecordingTransport:
+    """Remembers what the page sent; answers with one chunk and the end of the session."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self._replies: list[str | bytes] = [b"\x00\x00" * 240, json.dumps({"type": "session.done"})]
+
+    async def send_text(self, message: str) -> None:
+        self.sent.append(json.loads(message))
+
+    async def send_bytes(self, data: bytes) -> None:
+        pass
+
+    async def receive(self) -> str | bytes:
+        return self._replies.pop(0)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def cloning_backend(transport: RecordingTransport) -> SpeechBackend:
+    async def connect() -> RecordingTransport:
+        return transport
+
+    async def catalogue() -> Catalogue:
+        return Catalogue(voices=("Vivian",), default_voice="Vivian", languages=("Chinese", "Auto"),
+                         supports_cloning=True, engine="qwen3")  # fmt: skip
+
+    return SpeechBackend(target="a cloning server", connect=connect, load_catalogue=catalogue)
+
+
+async def test_an_engine_that_clones_gets_the_reference_inputs_and_auto_language(gradio: ModuleType) -> None:
+    _, language, cloning, status = await SpeechPage(cloning_backend(RecordingTransport()), gradio).load()
+    assert cloning.visible is True
+    assert language.value == "Auto"
+    assert status == "Ready: qwen3, 1 voice, voice cloning available."
+
+
+async def test_a_recorded_reference_clip_and_its_transcript_go_into_session_config(
+    gradio: ModuleType, tmp_path: Path
+) -> None:
+    clip = tmp_path / "recording.wav"
+    clip.write_bytes(wav_chunk(b"\x01\x00" * 2400, 24_000))
+    transport = RecordingTransport()
+    page = SpeechPage(cloning_backend(transport), gradio)
+    await outputs(page, "Say it my way.", voice="Vivian", ref_audio=str(clip), ref_text="Hello, this is me.")
+    config = transport.sent[0]
+    assert config["type"] == "session.config"
+    assert base64.b64decode(config["ref_audio"].partition(",")[2]) == clip.read_bytes()
+    assert config["ref_text"] == "Hello, this is me."
+    assert [m["type"] for m in transport.sent[1:]] == ["input.text", "input.done"]
+
+
 def parse(*argv: str) -> argparse.Namespace:
     return build_parser().parse_args(["ui", *argv])
 
@@ -98,3 +157,31 @@ def test_voxserve_ui_without_ffmpeg_says_how_to_install_it(
     monkeypatch.setattr(cli_ui.shutil, "which", lambda _: None)
     assert cli_ui.run(parse()) == 2
     assert "needs the ffmpeg program" in capsys.readouterr().err
+
+
+def test_voxserve_ui_for_an_endpoint_says_when_the_stream_client_cannot_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from voxserve.deploy.sagemaker import bidi
+
+    def unavailable() -> None:
+        raise bidi.BidiClientUnavailableError("cannot run on Python 3.11")
+
+    monkeypatch.setattr(bidi, "load_bidi_sdk", unavailable)
+    assert cli_ui.run(parse("--sagemaker-endpoint", "tts", "--region", "us-west-2")) == 2
+    assert "needs Python >= 3.12" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="voxserve ui needs the ffmpeg program")
+def test_voxserve_ui_serves_the_page_and_prints_where(gradio: ModuleType) -> None:
+    port = free_port()
+    command = [sys.executable, "-m", "voxserve", "ui", "--url", f"http://127.0.0.1:{free_port()}", "--port", str(port)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert process.stdout is not None
+        first_line = process.stdout.readline()
+        assert first_line.startswith(f"voxserve ui: open http://127.0.0.1:{port}/ to speak through voxserve at ")
+        assert httpx.get(f"http://127.0.0.1:{port}/", timeout=10).status_code == 200
+    finally:
+        process.kill()
+        process.wait(timeout=10)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 import subprocess
 import sys
@@ -220,3 +221,53 @@ def test_session_config_streams_raw_pcm_and_leaves_unset_fields_to_the_server() 
 def test_the_backend_works_without_gradio_installed() -> None:
     code = "import sys, voxserve.ui.backend; sys.exit('gradio' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+class FakeSageMakerRuntime:
+    """boto3's sagemaker-runtime client, answering InvokeEndpoint with a fixed body or error."""
+
+    def __init__(self, answer: bytes | Exception) -> None:
+        self.answer = answer
+        self.calls: list[dict[str, object]] = []
+
+    def invoke_endpoint(self, **request: object) -> dict[str, object]:
+        self.calls.append(request)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return {"Body": io.BytesIO(self.answer)}
+
+
+def fake_runtime(monkeypatch: pytest.MonkeyPatch, answer: bytes | Exception) -> FakeSageMakerRuntime:
+    boto3 = pytest.importorskip("boto3")
+    runtime = FakeSageMakerRuntime(answer)
+    monkeypatch.setattr(boto3, "client", lambda service, region_name: runtime)
+    return runtime
+
+
+async def test_an_endpoint_lists_its_voices_through_the_invocations_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    body = {"voices": ["Vivian", "Ryan"], "default_voice": "Vivian", "languages": ["Auto", "English"],
+            "supports_cloning": False, "engine": "qwen3"}  # fmt: skip
+    runtime = fake_runtime(monkeypatch, json.dumps(body).encode())
+    catalogue = await SpeechBackend.for_sagemaker("tts", region="us-west-2").catalogue()
+    assert catalogue.voices == ("Vivian", "Ryan")
+    assert runtime.calls[0]["CustomAttributes"] == "route=/v1/audio/voices"
+    assert runtime.calls[0]["EndpointName"] == "tts"
+
+
+async def test_an_endpoint_that_cannot_list_voices_offers_the_qwen3_speakers(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_runtime(monkeypatch, RuntimeError("the vLLM-Omni container has no such route"))
+    catalogue = await SpeechBackend.for_sagemaker("tts", region="us-west-2").catalogue()
+    assert catalogue.default_voice == "Vivian"
+    assert "English" in catalogue.languages and catalogue.languages[0] == "Auto"
+    assert "type a speaker name" in catalogue.describe()
+
+
+async def test_an_endpoint_whose_stream_client_cannot_run_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    from voxserve.deploy.sagemaker import bidi
+
+    def unavailable() -> None:
+        raise bidi.BidiClientUnavailableError("cannot run on Python 3.11")
+
+    monkeypatch.setattr(bidi, "load_bidi_sdk", unavailable)
+    with pytest.raises(UiError, match=r'needs Python >= 3\.12 and pip install "voxserve\[sagemaker-bidi\]"'):
+        await collect(SpeechBackend.for_sagemaker("tts", region="us-west-2"), SpeakRequest(TEXT))

@@ -126,9 +126,7 @@ def parse_audio_reference(
     """
     text = value.strip()
     if not text:
-        raise BadRequestError(
-            "ref_audio is empty; send a data URI (data:audio/wav;base64,...)", param="ref_audio"
-        )
+        raise BadRequestError("ref_audio is empty; send a data URI (data:audio/wav;base64,...)", param="ref_audio")
     if text[:5].lower() == "data:":
         data = _parse_data_uri(text)
     elif (scheme := _SCHEME.match(text)) is not None:

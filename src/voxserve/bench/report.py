@@ -130,8 +130,10 @@ def plot(levels: Sequence[LevelResult], path: Path, *, title: str = "") -> bool:
         ax_ttfa.plot(x, p95, "s--", color=color, alpha=0.7, label=f"{target} p95")
         tput = [s["throughput"] if s["throughput"] is not None else float("nan") for s in summaries]
         ax_tput.plot(x, tput, "o-", color=color, label=target)
+    ticks = sorted({lv.concurrency for lv in levels})
     for ax in (ax_ttfa, ax_tput):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.set_xlabel("concurrent streams")
         ax.grid(True, which="both", alpha=0.3)
     ax_ttfa.set_yscale("log")

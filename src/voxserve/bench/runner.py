@@ -137,6 +137,8 @@ class _Run:
         self.out: Path = args.out or Path("bench") / "results" / stamp
         self.levels: list[LevelResult] = []
         self.skipped: dict[str, str] = {}
+        self.engine_info: dict[str, Any] = {}
+        """What the in-process engine reported (e.g. whether it streams frames): the server loads the same."""
 
     def streams_at(self, concurrency: int) -> int:
         return max(concurrency, int(self.args.min_streams))
@@ -164,6 +166,7 @@ class _Run:
 
         _log("engine: loading the Piper voice in this process (no server)")
         engine = PiperEngine.load(self.args.piper_model)
+        self.engine_info = {"model": engine.info.model, **engine.info.extra}
         for _ in engine.synthesize("Hello.", engine.validate(SynthesisRequest())):
             pass  # warm-up, as the server does before it says ready
         for conc in self.concurrency:
@@ -272,6 +275,7 @@ class _Run:
             "piece_interval_s": self.args.piece_interval,
             "voxserve_url": self.args.url,
             "voxserve_workers": self.args.workers,
+            "engine": self.engine_info,
             "profile_concurrency": self.args.profile,
             "started_utc": datetime.datetime.fromtimestamp(started, datetime.UTC).isoformat(timespec="seconds"),
             "elapsed_s": round(time.time() - started, 1),

@@ -37,8 +37,8 @@ def backend_for(args: argparse.Namespace) -> SpeechBackend:
         from voxserve.deploy.sagemaker.bidi import load_bidi_sdk
         from voxserve.deploy.sagemaker.settings import resolve_region
 
-        load_bidi_sdk()  # fail now, in the terminal, rather than on the first Speak in the browser
         region = resolve_region(args.region, os.environ)
+        load_bidi_sdk()  # fail now, in the terminal, rather than on the first Speak in the browser
         return SpeechBackend.for_sagemaker(args.sagemaker_endpoint, region=region, api_key=args.api_key)
     return SpeechBackend.for_server(args.url, api_key=args.api_key)
 
@@ -53,9 +53,14 @@ def run(args: argparse.Namespace) -> int:
               "brew install ffmpeg) and try again.", file=sys.stderr)  # fmt: skip
         return 2
     try:
-        blocks = build_ui(backend_for(args))
+        backend = backend_for(args)
+        blocks = build_ui(backend)
     except (MissingExtraError, ValueError) as exc:  # ValueError: an invalid --region
         print(exc, file=sys.stderr)
         return 2
-    launch_ui(blocks, host=args.host, port=args.port, share=args.share)
+    local_url, public_url = launch_ui(blocks, host=args.host, port=args.port, share=args.share)
+    print(f"voxserve ui: open {local_url} to speak through {backend.target}", flush=True)
+    if public_url:
+        print(f"public link (anyone who has it can use the server): {public_url}", flush=True)
+    blocks.block_thread()  # until Ctrl-C
     return 0

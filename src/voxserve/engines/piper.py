@@ -4,6 +4,13 @@ One ONNX session is shared by all worker threads (``InferenceSession.run`` is
 thread-safe). Each segment is phonemized with espeak-ng and synthesized per espeak
 sentence; audio is *not* peak-normalized per sentence (Piper's default), because
 per-segment normalization makes loudness jump at every join.
+
+With ``PiperOptions.stream_frames`` (the default) the voice is also split once at load
+into a frontend and a decoder graph (``piper_split``), and each sentence is yielded in
+growing windows of frames (``piper_stream``): the first audio exists after the frontend
+and a 16-frame window, and the windows join to the same samples as the whole sentence.
+A voice that cannot be split, or whose windows do not reproduce the whole graph on a
+probe at load, keeps the whole-sentence path with a logged warning.
 """
 
 from __future__ import annotations
@@ -11,14 +18,23 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from voxserve.audio.chunk import AudioChunk
 from voxserve.engines.base import EngineInfo, SynthesisRequest
+from voxserve.engines.piper_stream import FrameSchedule, FrameStreamer
 from voxserve.errors import BadRequestError, NotFoundError
+
+if TYPE_CHECKING:
+    import threading
+
+    import onnxruntime
+    from piper import PiperVoice, SynthesisConfig
 
 logger = logging.getLogger(__name__)
 
@@ -29,10 +45,19 @@ _LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spani
 
 @dataclass(frozen=True, slots=True)
 class PiperOptions:
-    """Runtime options of the ONNX session (tuned by bench/, see README)."""
+    """Runtime options of the ONNX sessions (tuned by bench/, see README)."""
 
     intra_op_threads: int = 1
+    """Threads one ONNX call may use; applies to every session (whole graph, frontend, decoder)."""
     inter_op_threads: int = 1
+    stream_frames: bool = True
+    """Yield each sentence in windows of frames as they are decoded; False: one whole-sentence call."""
+    frame_schedule: FrameSchedule = field(default_factory=FrameSchedule)
+    """Window sizes and decoder context for ``stream_frames`` (see ``piper_stream``)."""
+
+
+# Streamed windows must reproduce the whole graph on the load-time probe within this (float32 noise is ~1e-6).
+_PROBE_TOLERANCE = 1e-3
 
 
 def embedded_voice_paths() -> tuple[Path, Path]:
@@ -62,6 +87,9 @@ class PiperEngine:
             str(model_path), sess_options=session_options, providers=["CPUExecutionProvider"]
         )
         self._voice = PiperVoice(config=config, session=session)
+        self._streamer = (
+            _load_streamer(model_path, self._voice, session_options, options) if options.stream_frames else None
+        )
         voice_name = model_path.name.removesuffix(".onnx")
         speakers = tuple(config.speaker_id_map) or (voice_name,)
         self._speaker_ids = {name.lower(): idx for idx, name in enumerate(speakers)}
@@ -77,11 +105,12 @@ class PiperEngine:
             supports_cloning=False,
             supports_instructions=False,
             needs_text_normalization=language_code == "en",
-            extra={"voice_path": str(model_path)},
+            extra={"voice_path": str(model_path), "frame_streaming": self._streamer is not None},
         )
         logger.info(
-            "loaded Piper voice %s (%d Hz, %d speaker(s), espeak %s) in %.2f s",
-            voice_name, config.sample_rate, len(speakers), config.espeak_voice, time.perf_counter() - started,
+            "loaded Piper voice %s (%d Hz, %d speaker(s), espeak %s, %s) in %.2f s",
+            voice_name, config.sample_rate, len(speakers), config.espeak_voice,
+            "streaming frames" if self._streamer else "whole sentences", time.perf_counter() - started,
         )  # fmt: skip
 
     @classmethod
@@ -142,8 +171,9 @@ class PiperEngine:
         from piper import SynthesisConfig
 
         voice = self._voice
+        speaker_id = self._speaker_ids.get((request.voice or "").lower(), 0)
         config = SynthesisConfig(
-            speaker_id=self._speaker_ids.get((request.voice or "").lower(), 0) if voice.config.num_speakers > 1 else None,
+            speaker_id=speaker_id if voice.config.num_speakers > 1 else None,
             length_scale=voice.config.length_scale / max(request.speed, 0.01),
             normalize_audio=False,
         )
@@ -157,9 +187,82 @@ class PiperEngine:
                 return
             if not phonemes:
                 continue
-            audio = voice.phoneme_ids_to_audio(voice.phonemes_to_ids(phonemes), config)
-            samples = audio[0] if isinstance(audio, tuple) else audio
-            yield AudioChunk(np.clip(samples, -1.0, 1.0).astype(np.float32), voice.config.sample_rate)
+            for samples in self._sentence(voice.phonemes_to_ids(phonemes), config, request.cancelled):
+                yield AudioChunk(np.clip(samples, -1.0, 1.0).astype(np.float32), voice.config.sample_rate)
+
+    def _sentence(
+        self, phoneme_ids: list[int], config: SynthesisConfig, cancelled: threading.Event
+    ) -> Iterator[npt.NDArray[Any]]:
+        """One espeak sentence: windows of frames from the split voice, or one call to the whole graph."""
+        if self._streamer is not None:
+            yield from self._streamer.stream(_frontend_feed(self._voice, phoneme_ids, config), cancelled)
+            return
+        audio = self._voice.phoneme_ids_to_audio(phoneme_ids, config)
+        yield audio[0] if isinstance(audio, tuple) else audio
 
     def close(self) -> None:
         pass
+
+
+def _frontend_feed(voice: PiperVoice, phoneme_ids: list[int], config: SynthesisConfig) -> dict[str, npt.NDArray[Any]]:
+    """The inputs ``PiperVoice.phoneme_ids_to_audio`` (piper-tts 1.8) gives the whole graph, for the frontend."""
+    defaults = voice.config
+    noise = defaults.noise_scale if config.noise_scale is None else config.noise_scale
+    length = defaults.length_scale if config.length_scale is None else config.length_scale
+    noise_w = defaults.noise_w_scale if config.noise_w_scale is None else config.noise_w_scale
+    feed: dict[str, npt.NDArray[Any]] = {
+        "input": np.array([phoneme_ids], dtype=np.int64),
+        "input_lengths": np.array([len(phoneme_ids)], dtype=np.int64),
+        "scales": np.array([noise, length, noise_w], dtype=np.float32),
+    }
+    if defaults.num_speakers > 1:
+        speaker = defaults.default_speaker_id if config.speaker_id is None else config.speaker_id
+        feed["sid"] = np.array([speaker], dtype=np.int64)
+    return feed
+
+
+def _load_streamer(
+    model_path: Path, voice: PiperVoice, session_options: onnxruntime.SessionOptions, options: PiperOptions
+) -> FrameStreamer | None:
+    """Split the voice for frame streaming and check it on a probe; ``None`` (whole sentences) if either fails."""
+    try:
+        import onnx
+
+        from voxserve.engines.piper_split import split_voice
+    except ImportError:
+        logger.warning("Piper frame streaming needs the onnx package (pip install onnx); synthesizing whole sentences")
+        return None
+    try:
+        streamer = FrameStreamer(split_voice(onnx.load(str(model_path))), session_options, options.frame_schedule)
+        difference = _probe_difference(streamer, voice)
+    except Exception as error:  # any failure must leave the voice on the path that has always worked
+        logger.warning("cannot stream frames of %s (%s); synthesizing whole sentences", model_path.name, error)
+        return None
+    if difference > _PROBE_TOLERANCE:
+        logger.warning(
+            "streamed frames of %s differ from the whole graph by %.2g (decoder context %d/%d frames too small?); "
+            "synthesizing whole sentences",
+            model_path.name, difference, options.frame_schedule.left, options.frame_schedule.right,
+        )  # fmt: skip
+        return None
+    return streamer
+
+
+def _probe_difference(streamer: FrameStreamer, voice: PiperVoice) -> float:
+    """Largest sample difference between streamed windows and the whole graph on a noise-free probe.
+
+    The probe is a run of the voice's own letter symbols (any language, no phonemizer): 30 of them
+    give ~150 frames for the joe voice, four windows with context on both sides of the inner joins.
+    Running it also warms up both sessions before the first request.
+    """
+    from piper import SynthesisConfig
+
+    letters = [symbol for symbol in sorted(voice.config.phoneme_id_map) if symbol.isalpha()][:30]
+    phoneme_ids = voice.phonemes_to_ids(letters)
+    config = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+    result = voice.phoneme_ids_to_audio(phoneme_ids, config)
+    whole = np.asarray(result[0] if isinstance(result, tuple) else result, dtype=np.float32).reshape(-1)
+    streamed = np.concatenate(list(streamer.stream(_frontend_feed(voice, phoneme_ids, config))))
+    if streamed.shape != whole.shape:
+        return float("inf")
+    return float(np.max(np.abs(streamed - whole), initial=0.0))

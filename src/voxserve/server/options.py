@@ -14,6 +14,7 @@ from voxserve.encoders.registry import AUDIO_FORMATS, default_sample_rate
 from voxserve.engines.base import Engine, SynthesisRequest
 from voxserve.errors import BadRequestError, NotFoundError
 from voxserve.server.state import ServerState
+from voxserve.settings import OPENAI_VOICE_ALIASES
 
 MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 8000, 48000
 MIN_SPEED, MAX_SPEED = 0.25, 4.0
@@ -71,7 +72,11 @@ def check_model(state: ServerState, engine: Engine, model: str | None) -> None:
 
 
 def _resolve_voice(state: ServerState, engine: Engine, voice: str | None) -> str | None:
+    """Map OpenAI voice names to the default voice; on models without speakers (Qwen3 Base, VoiceDesign)
+    they mean "the default" too, so drop-in clients that always send a voice keep working."""
     if voice is None:
+        return None
+    if not engine.info.voices and voice.lower() in OPENAI_VOICE_ALIASES:
         return None
     aliases = state.voice_aliases(engine.info)
     return aliases.get(voice.lower(), voice)

@@ -7,6 +7,9 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from voxserve.audio.chunk import AudioChunk
 from voxserve.engines.base import Engine, EngineInfo, SynthesisRequest
 from voxserve.engines.registry import default_worker_count, load_engine
 from voxserve.errors import NotReadyError
@@ -61,15 +64,15 @@ class ServerState:
     def _warm_up(engine: Engine) -> None:
         """One real synthesis, so the first client does not pay for lazy initialisation."""
         info = engine.info
-        if info.task_types and "Base" in info.task_types and not info.voices:
-            warm = getattr(engine, "warm_up", None)
-            if callable(warm):
-                warm()
-            return
-        request = engine.validate(SynthesisRequest())
+        request = SynthesisRequest()
+        if "Base" in info.task_types:
+            # Cloning models need a reference: two seconds of a quiet tone, speaker embedding only.
+            tone = 0.1 * np.sin(2 * np.pi * 220 * np.arange(2 * 24000) / 24000)
+            request.ref_audio = AudioChunk(tone.astype(np.float32), 24000)
+            request.x_vector_only_mode = True
         if "VoiceDesign" in info.task_types:
             request.instructions = "A calm, clear voice."
-        request = engine.prepare(request)
+        request = engine.prepare(engine.validate(request))
         for _ in engine.synthesize("Hello.", request):
             pass
 

@@ -1,15 +1,16 @@
 """The Gradio page: text in, speech streaming out, with a status line that counts what arrived.
 
 Layout and wiring only; what the page asks of the speech service is ``backend.py``.
-Gradio is the ``[ui]`` extra and is imported on first use, after switching off
-everything in it that would reach the internet (usage analytics, the version check,
-the run history's Hugging Face sync): the UI often runs next to a server on a machine with no
-way out, and it should not stall or leak there.
+Gradio is the ``[ui]`` extra and is imported on first use, with everything in it that
+would reach the internet switched off (usage analytics, the version check, the run
+history's Hugging Face sync, the Share button): the UI often runs next to a server on a
+machine with no way out, and it should neither stall nor leak there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import io
 import logging
 import os
@@ -41,10 +42,11 @@ def import_gradio() -> ModuleType:
     for name, value in _OFFLINE_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
     try:
-        import gradio
-    except ImportError as exc:
+        return importlib.import_module("gradio")
+    except ModuleNotFoundError as exc:
+        if exc.name != "gradio":
+            raise  # gradio is there but broken: its own error says more than an install hint
         raise MissingExtraError("ui", "gradio") from exc
-    return gradio
 
 
 def wav_chunk(pcm: bytes, sample_rate: int) -> bytes:
@@ -103,6 +105,10 @@ class SpeechPage:
             logger.exception("speaking failed")
             yield gr.skip(), f"Error: unexpected {type(exc).__name__}: {exc}. The UI's log has the details."
 
+    def stopped(self) -> str:
+        """The status once Stop has cancelled a run."""
+        return "Stopped."
+
 
 def _default_language(languages: list[str]) -> str | None:
     """``Auto`` where the engine detects the language, else its first (Piper voices speak one)."""
@@ -113,6 +119,9 @@ def _default_language(languages: list[str]) -> str | None:
 
 def build_ui(backend: SpeechBackend, *, title: str = "voxserve") -> Blocks:
     """The page for ``backend``; launch it with ``launch_ui``.
+
+    Streaming audio also needs the ``ffmpeg`` program: gradio encodes the stream for the
+    browser with it (``voxserve ui`` checks before starting).
 
     Args:
         backend: Where the speech comes from.
@@ -151,18 +160,24 @@ def build_ui(backend: SpeechBackend, *, title: str = "voxserve") -> Blocks:
         # server's admission control (reported as "busy") is the one place that says no.
         speaking = speak.click(page.speak, inputs=[text, voice, language, speed, ref_audio, ref_text],
                                outputs=[audio, status], concurrency_limit=None)  # fmt: skip
-        stop.click(None, cancels=[speaking])
+        # Cancelling the run closes the stream (the backend's ``finally``), which stops synthesis on the
+        # server. "Stopped." comes in a second step: given outputs of its own, the cancelling event makes
+        # gradio paint the cancelled run's outputs "Error".
+        stop.click(None, cancels=[speaking]).then(page.stopped, outputs=[status])
     return blocks
 
 
-def launch_ui(blocks: Blocks, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, share: bool = False,
-              block: bool = True) -> str:  # fmt: skip
-    """Serve the page; returns its local URL. ``block=False`` returns at once (tests, notebooks).
+def launch_ui(blocks: Blocks, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+              share: bool = False) -> tuple[str, str | None]:  # fmt: skip
+    """Start serving the page in the background; ``blocks.block_thread()`` waits until Ctrl-C.
 
-    ``share`` opens a public gradio.live tunnel: off unless asked, since it exposes the
-    server (and its API key) to anyone with the link.
+    ``share`` also opens a public gradio.live tunnel: off unless asked, since anyone with
+    the link can then speak through the server.
+
+    Returns:
+        The page's local URL, and its public one when ``share`` worked.
     """
     blocks.queue(default_concurrency_limit=None)
-    _, local_url, _ = blocks.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=not block,
-                                    quiet=not block, run_history=False, show_error=False)  # fmt: skip
-    return str(local_url)
+    _, local_url, share_url = blocks.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=True,
+                                            quiet=True, run_history=False, show_error=False)  # fmt: skip
+    return str(local_url), str(share_url) if share_url else None

@@ -18,6 +18,7 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
+import functools
 import json
 import mimetypes
 import socket
@@ -173,38 +174,19 @@ class SpeechBackend:
     def for_server(cls, url: str = DEFAULT_URL, *, api_key: str | None = None) -> SpeechBackend:
         """A voxserve server: ``url`` is its base (``http://host:port``); a ``ws://`` URL works too."""
         base = _http_base(url)
-
-        async def connect() -> StreamTransport:
-            return await _connect_websocket(url, base, api_key)
-
-        async def load_catalogue() -> Catalogue:
-            return await _server_catalogue(base, api_key)
-
-        return cls(target=f"voxserve at {base}", connect=connect, load_catalogue=load_catalogue)
+        return cls(target=f"voxserve at {base}", connect=functools.partial(_connect_websocket, url, base, api_key),
+                   load_catalogue=functools.partial(_server_catalogue, base, api_key))  # fmt: skip
 
     @classmethod
     def for_sagemaker(cls, endpoint_name: str, *, region: str, api_key: str | None = None) -> SpeechBackend:
         """A SageMaker endpoint, over the bidirectional stream (needs Python ≥ 3.12 and ``[sagemaker-bidi]``)."""
-
-        async def connect() -> StreamTransport:
-            # Imported here: the SDK exists only on Python >= 3.12, and only endpoint users need it.
-            from voxserve.deploy.sagemaker.bidi import SageMakerBidiTransport
-
-            try:
-                return await SageMakerBidiTransport.connect(endpoint_name, region=region)
-            except ImportError as exc:
-                raise UiError(str(exc)) from exc
-            except TransportClosed as exc:
-                raise UiError(f"Cannot open a stream to SageMaker endpoint {endpoint_name!r} in {region}: "
-                              f"{exc.reason or exc}") from exc  # fmt: skip
-
-        async def load_catalogue() -> Catalogue:
-            return await asyncio.to_thread(_sagemaker_catalogue, endpoint_name, region)
-
         # SageMaker forwards no Authorization header, so the key rides in session.config.
-        extra = {"api_key": api_key} if api_key else None
-        return cls(target=f"SageMaker endpoint {endpoint_name} ({region})", connect=connect,
-                   load_catalogue=load_catalogue, config_extra=extra)  # fmt: skip
+        return cls(
+            target=f"SageMaker endpoint {endpoint_name} ({region})",
+            connect=functools.partial(_connect_sagemaker, endpoint_name, region),
+            load_catalogue=functools.partial(asyncio.to_thread, _sagemaker_catalogue, endpoint_name, region),
+            config_extra={"api_key": api_key} if api_key else None,
+        )
 
     async def catalogue(self) -> Catalogue:
         """The service's voices and languages. Raises ``UiError``."""
@@ -295,6 +277,19 @@ async def _connect_websocket(url: str, base: str, api_key: str | None) -> Stream
         raise UiError(_status_message(base, exc.response.status_code, bytes(exc.response.body or b""))) from exc
     except (OSError, TimeoutError) as exc:
         raise UiError(_unreachable_message(base, exc)) from exc
+
+
+async def _connect_sagemaker(endpoint_name: str, region: str) -> StreamTransport:
+    # Imported here: the SDK exists only on Python >= 3.12, and only endpoint users need it.
+    from voxserve.deploy.sagemaker.bidi import SageMakerBidiTransport
+
+    try:
+        return await SageMakerBidiTransport.connect(endpoint_name, region=region)
+    except ImportError as exc:  # BidiClientUnavailableError: its message says what to install
+        raise UiError(str(exc)) from exc
+    except TransportClosed as exc:
+        raise UiError(f"Cannot open a stream to SageMaker endpoint {endpoint_name!r} in {region}: "
+                      f"{exc.reason or exc}") from exc  # fmt: skip
 
 
 async def _server_catalogue(base: str, api_key: str | None) -> Catalogue:

@@ -63,4 +63,5 @@ def memory_fraction(value: float | None) -> float | None:
 def apply_memory_fraction(torch: Any, device: str, fraction: float | None) -> None:
     """Cap this process's CUDA caching allocator at ``fraction`` of the device's memory."""
     if fraction is not None and device.startswith("cuda"):
-        torch.cuda.set_per_process_memory_fraction(fraction, torch.device(device))
+        # torch wants an index here, not torch.device("cuda"); None means the current device.
+        torch.cuda.set_per_process_memory_fraction(float(fraction), torch.device(device).index)

@@ -5,9 +5,10 @@ the package's own ``generate_*`` runs on a background thread with a tap on the
 talker (``frame_tap``) that hands over each 80 ms codec frame as it is made, and
 the calling generator decodes them incrementally (``stream_decoder``) in a
 growing schedule — 2, 4, 8, 16, then 25 frames per chunk — so the first audio
-leaves after two frames and each later chunk is ready before the previous one
-has finished playing. The streamed waveform equals the package's own decode of
-the same codes (same seed → same codes).
+leaves after two frames (160 ms of audio) and, as long as generation runs faster
+than real time, each chunk is ready before the previous one has finished playing.
+The streamed waveform equals the package's own decode of the same codes (same
+seed → same codes).
 
 A gone client costs at most one more frame step: ``SynthesisRequest.cancelled``
 and closing the generator both stop generation before the talker's next step,
@@ -24,6 +25,7 @@ from __future__ import annotations
 import gc
 import itertools
 import logging
+import os
 import queue
 import secrets
 import threading
@@ -178,7 +180,7 @@ class Qwen3Engine:
         )
         worker.start()
         try:
-            yield from self._stream_chunks(session, decoder, request)
+            yield from self._stream_chunks(session, decoder, request, text)
         finally:
             consumer_gone.set()  # GeneratorExit or an error here: stop the talker before its next step
             worker.join()
@@ -223,7 +225,7 @@ class Qwen3Engine:
     # -- streaming ---------------------------------------------------------------------------------
 
     def _stream_chunks(
-        self, session: GenerationSession, decoder: StreamDecoder, request: SynthesisRequest
+        self, session: GenerationSession, decoder: StreamDecoder, request: SynthesisRequest, text: str
     ) -> Iterator[AudioChunk]:
         assert session.frames is not None
         sizes = itertools.chain(self.stream_schedule, itertools.repeat(self.stream_schedule[-1]))
@@ -236,7 +238,7 @@ class Qwen3Engine:
                 done = True
                 if request.cancelled.is_set():
                     return
-                self._report_cap(session, request)
+                self._report_cap(session, request, text)
             elif int(frame[0]) == self._eos:
                 continue  # not audio; the package cuts at EOS too
             else:
@@ -247,9 +249,7 @@ class Qwen3Engine:
                 yield AudioChunk(samples, SAMPLE_RATE)
                 want = next(sizes)
 
-    def _generate_in_background(
-        self, session: GenerationSession, text: str, request: SynthesisRequest
-    ) -> None:
+    def _generate_in_background(self, session: GenerationSession, text: str, request: SynthesisRequest) -> None:
         assert session.frames is not None
         try:
             with self._turn(session):
@@ -291,7 +291,7 @@ class Qwen3Engine:
     def _turn(self, session: GenerationSession) -> _Turn:
         return _Turn(self._generating, session)
 
-    def _report_cap(self, session: GenerationSession, request: SynthesisRequest, text: str = "") -> None:
+    def _report_cap(self, session: GenerationSession, request: SynthesisRequest, text: str) -> None:
         if session.capped:
             request.extra["capped"] = True
             logger.warning(
@@ -386,7 +386,7 @@ def load_qwen3_engine(
     torch_dtype = resolve_dtype(torch, dtype, device)
     apply_memory_fraction(torch, device, memory_fraction(gpu_memory_utilization))
     kwargs: dict[str, Any] = {"dtype": torch_dtype, "device_map": device}
-    if _is_local_dir(model):
+    if os.path.isdir(model):
         kwargs["local_files_only"] = True
     tts = qwen_tts.Qwen3TTSModel.from_pretrained(model, **kwargs)
     tts.model.eval()
@@ -403,12 +403,6 @@ def load_qwen3_engine(
     return engine
 
 
-def _is_local_dir(model: str) -> bool:
-    import os
-
-    return os.path.isdir(model)
-
-
 def _log_loaded(engine: Qwen3Engine, tts: Any, device: str, dtype: str, seconds: float) -> None:
     stages = {
         "talker": tts.model.talker,
@@ -416,9 +410,7 @@ def _log_loaded(engine: Qwen3Engine, tts: Any, device: str, dtype: str, seconds:
         "code2wav (speech tokenizer)": tts.model.speech_tokenizer.model,
     }
     params = sum(p.numel() for stage in stages.values() if stage is not None for p in stage.parameters())
-    weights = ", ".join(
-        f"{name} {_mib(stage):.1f} MiB" for name, stage in stages.items() if stage is not None
-    )
+    weights = ", ".join(f"{name} {_mib(stage):.1f} MiB" for name, stage in stages.items() if stage is not None)
     logger.info(
         "qwen3: loaded %s — variant %s (task %s), size %s (%.1fM params), device %s, dtype %s; weights: %s; "
         "load %.2f s",

@@ -147,8 +147,7 @@ def _validate_custom_voice(request: SynthesisRequest, facts: Qwen3ModelFacts) ->
         canonical = {name.lower(): name for name in facts.speakers}.get(request.voice.strip().lower())
         if canonical is None:
             raise NotFoundError(
-                f"Unknown voice {request.voice!r} for {facts.model}; available voices: "
-                f"{', '.join(facts.speakers)}",
+                f"Unknown voice {request.voice!r} for {facts.model}; available voices: {', '.join(facts.speakers)}",
                 param="voice",
             )
         request.voice = canonical
