@@ -116,8 +116,8 @@ def _session(model: Path, intra: int, *, spinning: bool) -> onnxruntime.Inferenc
     return onnxruntime.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
 
 
-def sentence_latency(engine: PiperEngine, runs: int) -> tuple[float, float]:
-    """Median (whole sentence, first chunk) wall times of ``SENTENCE`` on an idle engine."""
+def sentence_latency(engine: PiperEngine, runs: int) -> list[tuple[float, float]]:
+    """(whole sentence, first chunk) wall times of ``SENTENCE`` on an idle engine, one pair per run."""
     request = engine.validate(SynthesisRequest())
     whole, first = [], []
     for _ in range(runs):
@@ -127,25 +127,51 @@ def sentence_latency(engine: PiperEngine, runs: int) -> tuple[float, float]:
             first_at = first_at or time.perf_counter()
         whole.append(time.perf_counter() - started)
         first.append((first_at or time.perf_counter()) - started)
-    return statistics.median(whole), statistics.median(first)
+    return list(zip(whole, first, strict=True))
 
 
-def measure_threads(texts: Sequence[str], workers: int, intra: int, *, spinning: bool, frames: bool,
-                    repeats: int, paragraphs: int, latency_runs: int) -> ThreadResult:  # fmt: skip
-    engine = make_engine(intra, spinning=spinning, frames=frames)
-    runs, best_cpu, first_chunks = [], None, None
-    for _ in range(repeats):
-        meter = CpuMeter(os.getpid())
-        meter.start()
-        level = run_engine_level(engine, texts, concurrency=workers, streams=paragraphs)
-        cpu = meter.stop()
-        summary = level.summary()
-        if not runs or summary["throughput"] > max(runs):
-            best_cpu, first_chunks = cpu, summary["ttfa_p50_s"]
-        runs.append(summary["throughput"])
-    latency, first_audio = sentence_latency(engine, latency_runs)
-    return ThreadResult(workers, intra, spinning, frames, max(runs), [round(r, 2) for r in runs], latency,
-                        first_audio, first_chunks, best_cpu)  # fmt: skip
+@dataclass(frozen=True, slots=True)
+class ThreadConfig:
+    workers: int
+    intra: int
+    spinning: bool = True
+    frames: bool = False
+
+    def label(self) -> str:
+        return (f"workers={self.workers} intra={self.intra} spinning={'on' if self.spinning else 'off'} "
+                f"frames={'on' if self.frames else 'off'}")  # fmt: skip
+
+
+def measure_threads(texts: Sequence[str], configs: Sequence[ThreadConfig], *, repeats: int, paragraphs: int,
+                    latency_runs: int, log: Callable[[str], None]) -> list[ThreadResult]:  # fmt: skip
+    """Round-robin over configurations: on a shared machine load drifts, and interleaving makes every
+    configuration see the same drift instead of one getting the quiet minute and another the busy one."""
+    engines = {c: make_engine(c.intra, spinning=c.spinning, frames=c.frames) for c in configs}
+    runs: dict[ThreadConfig, list[tuple[float, float | None, float | None]]] = {c: [] for c in configs}
+    latencies: dict[ThreadConfig, list[tuple[float, float]]] = {c: [] for c in configs}
+    for round_index in range(repeats):
+        order = list(configs[round_index % len(configs) :]) + list(configs[: round_index % len(configs)])
+        for config in order:
+            engine = engines[config]
+            meter = CpuMeter(os.getpid())
+            meter.start()
+            summary = run_engine_level(engine, texts, concurrency=config.workers, streams=paragraphs).summary()
+            runs[config].append((summary["throughput"], summary["ttfa_p50_s"], meter.stop()))
+            latencies[config].extend(sentence_latency(engine, latency_runs))
+            log(f"round {round_index + 1}/{repeats} {config.label()}: {summary['throughput']:.1f}×RT")
+    results = []
+    for config in configs:
+        best = max(runs[config], key=lambda r: r[0])
+        results.append(
+            ThreadResult(
+                config.workers, config.intra, config.spinning, config.frames, best[0],
+                [round(r[0], 2) for r in runs[config]],
+                statistics.median(x[0] for x in latencies[config]),
+                statistics.median(x[1] for x in latencies[config]),
+                best[1], best[2],
+            )
+        )  # fmt: skip
+    return results
 
 
 # ----- batching ------------------------------------------------------------------------------------
@@ -179,25 +205,30 @@ def measure_batching(engine: PiperEngine, texts: Sequence[str], configs: Sequenc
     sessions = {intra: _session(model, intra, spinning=True) for intra in sorted({c[2] for c in configs})}
     alone = {i: _run_batch(sessions[min(sessions)], [s], scales)[0] for i, s in enumerate(sentences)}
     audio_s = sum(len(a) for a in alone.values()) / rate
-    results = []
+    plans = []
     for workers, batch, intra in configs:
-        session = sessions[intra]
         groups = [list(range(i, min(i + batch, len(sentences)))) for i in range(0, len(sentences), batch)]
         padded = sum(len(g) * max(len(sentences[i]) for i in g) for g in groups)
-        padding = 100.0 * (1 - sum(len(s) for s in sentences) / padded)
-        runs, batch_times, max_diff = [], [], 0.0
-        for _ in range(repeats):
+        plans.append((workers, batch, intra, groups, 100.0 * (1 - sum(len(s) for s in sentences) / padded)))
+    runs: list[list[float]] = [[] for _ in plans]
+    batch_times: list[list[float]] = [[] for _ in plans]
+    max_diff = [0.0 for _ in plans]
+    for round_index in range(repeats):  # round-robin, as in measure_threads
+        for k in [*range(round_index % len(plans), len(plans)), *range(round_index % len(plans))]:
+            workers, _, intra, groups, _ = plans[k]
             outputs: dict[int, np.ndarray] = {}
             times: list[float] = []
-            wall = _on_threads(workers, groups, _BatchJob(session, sentences, scales, outputs, times))
-            runs.append(audio_s / wall)
-            batch_times.extend(times)
+            wall = _on_threads(workers, groups, _BatchJob(sessions[intra], sentences, scales, outputs, times))
+            runs[k].append(audio_s / wall)
+            batch_times[k].extend(times)
             for i, samples in outputs.items():
                 reference = alone[i]
-                max_diff = max(max_diff, float(np.abs(samples[: len(reference)] - reference).max()))
-        results.append(BatchResult(workers, batch, intra, max(runs), [round(r, 2) for r in runs],
-                                   statistics.median(batch_times), round(padding, 1), max_diff))  # fmt: skip
-    return results
+                max_diff[k] = max(max_diff[k], float(np.abs(samples[: len(reference)] - reference).max()))
+    return [
+        BatchResult(workers, batch, intra, max(runs[k]), [round(r, 2) for r in runs[k]],
+                    statistics.median(batch_times[k]), round(padding, 1), max_diff[k])
+        for k, (workers, batch, intra, _, padding) in enumerate(plans)
+    ]  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -249,8 +280,10 @@ def markdown(machine: dict[str, Any], threads: list[ThreadResult], batches: list
         "",
         f"Machine: {one_line(machine)}.",
         f"Workload: {settings['paragraphs']} paragraphs of bench/texts.json per throughput run (best of "
-        f"{settings['repeats']}); sentence latency = median of {settings['latency_runs']} runs of a "
-        f"{len(SENTENCE)}-character sentence on an idle engine. Generated by `python bench/ort_tuning.py`.",
+        f"{settings['repeats']}); sentence latency = median of {settings['latency_runs']} × {settings['repeats']} "
+        "runs of a "
+        f"{len(SENTENCE)}-character sentence on an idle engine. Configurations are interleaved round by round, "
+        "so load drift on a shared machine hits all of them alike. Generated by `python bench/ort_tuning.py`.",
         "",
         "## Worker threads × intra-op threads (inter-op 1)",
         "",
@@ -341,16 +374,16 @@ def recommend(threads: list[ThreadResult], batches: list[BatchResult]) -> list[s
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=Path("bench/results"), help="Folder for ort_tuning.md/json.")
-    parser.add_argument("--repeats", type=int, default=2, help="Throughput runs per configuration (best is kept).")
+    parser.add_argument("--repeats", type=int, default=3, help="Rounds over all configurations (best is kept).")
     parser.add_argument("--paragraphs", type=int, default=6, help="Paragraphs per throughput run.")
-    parser.add_argument("--latency-runs", type=int, default=7)
+    parser.add_argument("--latency-runs", type=int, default=3, help="Idle sentence runs per configuration per round.")
     parser.add_argument("--no-batching", action="store_true", help="Skip the batching experiment.")
     parser.add_argument("--no-frames", action="store_true", help="Skip the frame-streaming rows.")
-    parser.add_argument("--quick", action="store_true", help="One repeat, 4 paragraphs, 3 latency runs.")
+    parser.add_argument("--quick", action="store_true", help="One round, 4 paragraphs, 2 latency runs.")
     parser.add_argument("--texts", type=Path)
     args = parser.parse_args(argv)
     if args.quick:
-        args.repeats, args.paragraphs, args.latency_runs = 1, 4, 3
+        args.repeats, args.paragraphs, args.latency_runs = 1, 4, 2
     texts = find_texts(args.texts)
     machine = describe()
     settings = {"repeats": args.repeats, "paragraphs": args.paragraphs, "latency_runs": args.latency_runs}
@@ -359,17 +392,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(message: str) -> None:
         print(f"[ort {time.time() - started:5.0f} s] {message}", flush=True)
 
-    threads: list[ThreadResult] = []
-    configs = [(w, i, True, False) for w, i in GRID] + [(2, 2, False, False), (1, 2, False, False)]
+    configs = [ThreadConfig(w, i) for w, i in GRID] + [ThreadConfig(2, 2, spinning=False), ThreadConfig(1, 2, False)]
     if FRAMES_SUPPORTED and not args.no_frames:
-        configs += [(w, i, True, True) for w, i in GRID]
-    for workers, intra, spin, frames in configs:
-        result = measure_threads(texts, workers, intra, spinning=spin, frames=frames, repeats=args.repeats,
-                                 paragraphs=args.paragraphs, latency_runs=args.latency_runs)  # fmt: skip
-        threads.append(result)
-        log(f"workers={workers} intra={intra} spinning={'on' if spin else 'off'} frames={'on' if frames else 'off'}: "
-            f"{result.throughput:.1f}×RT, sentence {result.sentence_latency_s * 1000:.0f} ms, "
-            f"first audio {result.sentence_first_audio_s * 1000:.0f} ms")  # fmt: skip
+        configs += [ThreadConfig(w, i, frames=True) for w, i in GRID]
+    threads = measure_threads(texts, configs, repeats=args.repeats, paragraphs=args.paragraphs,
+                              latency_runs=args.latency_runs, log=log)  # fmt: skip
     batches: list[BatchResult] = []
     if not args.no_batching:
         engine = make_engine(1)

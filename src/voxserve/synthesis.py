@@ -33,6 +33,9 @@ from voxserve.text.segmenter import ChunkSchedule, Granularity, Segment, Segment
 
 logger = logging.getLogger(__name__)
 
+LATENCY_CRITICAL_BUFFER_S = 1.0
+"""Below this much buffered audio the next segment is urgent: engines may trade compute for earlier samples."""
+
 
 @dataclass(frozen=True, slots=True)
 class SegmentStarted:
@@ -262,7 +265,10 @@ class Utterance:
         if self._done or self._job is not None or not self._pending:
             return
         segment = self._pending.popleft()
-        self._progress.segment_submitted_at = time.monotonic()
+        now = time.monotonic()
+        self._progress.segment_submitted_at = now
+        buffered_s = 0.0 if self._progress.playback_end is None else self._progress.playback_end - now
+        self.request.latency_critical = buffered_s < LATENCY_CRITICAL_BUFFER_S
         self._job = self._pipeline.scheduler.submit(lambda: self._run_segment(segment), deadline=self._deadline())
 
     def _maybe_finish(self) -> None:

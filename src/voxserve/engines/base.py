@@ -62,6 +62,9 @@ class SynthesisRequest:
     seed: int | None = None
     max_new_tokens: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    latency_critical: bool = True
+    """Set by the pipeline before each segment: True while a listener waits for audio (the first segment,
+    or little audio buffered). Engines may then spend extra compute to produce the first samples sooner."""
     cancelled: threading.Event = field(default_factory=threading.Event)
     """Set by the pipeline when the client is gone or cancelled; engines check it between steps."""
 

@@ -182,19 +182,24 @@ class PiperEngine:
             # seed selects noise-free synthesis: the same text then always gives the same samples.
             config.noise_scale = 0.0
             config.noise_w_scale = 0.0
+        # Windows of frames cost 1.5-2x the compute of a whole sentence (the overlaps are decoded twice),
+        # so they are used only where they buy latency: the first sentence, while a listener waits.
+        stream_first = request.latency_critical
         for phonemes in voice.phonemize(text):
             if request.cancelled.is_set():
                 return
             if not phonemes:
                 continue
-            for samples in self._sentence(voice.phonemes_to_ids(phonemes), config, request.cancelled):
+            ids = voice.phonemes_to_ids(phonemes)
+            for samples in self._sentence(ids, config, request.cancelled, stream=stream_first):
                 yield AudioChunk(np.clip(samples, -1.0, 1.0).astype(np.float32), voice.config.sample_rate)
+            stream_first = False
 
     def _sentence(
-        self, phoneme_ids: list[int], config: SynthesisConfig, cancelled: threading.Event
+        self, phoneme_ids: list[int], config: SynthesisConfig, cancelled: threading.Event, *, stream: bool
     ) -> Iterator[npt.NDArray[Any]]:
         """One espeak sentence: windows of frames from the split voice, or one call to the whole graph."""
-        if self._streamer is not None:
+        if stream and self._streamer is not None:
             yield from self._streamer.stream(_frontend_feed(self._voice, phoneme_ids, config), cancelled)
             return
         audio = self._voice.phoneme_ids_to_audio(phoneme_ids, config)

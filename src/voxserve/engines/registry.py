@@ -11,7 +11,7 @@ ENGINE_NAMES = ("piper", "qwen3")
 
 
 def default_worker_count(settings: Settings) -> int:
-    """One worker per core for CPU engines; one for a GPU engine (it batches internally)."""
+    """One worker per core for CPU engines; one for Qwen3 (its generation is serialised by a lock)."""
     if settings.workers > 0:
         return settings.workers
     if settings.engine == "qwen3":
