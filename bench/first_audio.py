@@ -71,7 +71,9 @@ def main() -> None:
     if url is None:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        server = subprocess.Popen([sys.executable, "-m", "voxserve", "serve", "--port", str(port), "--log-level", "warning"])
+        server = subprocess.Popen(
+            [sys.executable, "-m", "voxserve", "serve", "--port", str(port), "--log-level", "warning"]
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:

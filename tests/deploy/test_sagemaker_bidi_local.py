@@ -17,10 +17,10 @@ import pytest
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 12), reason="aws-sdk-sagemaker-runtime-http2 needs Python 3.12")
 
 if sys.version_info >= (3, 12):
-    from support.live_server import LiveServer
     from websockets.asyncio.client import ClientConnection, connect
     from websockets.exceptions import ConnectionClosed
 
+    from support.live_server import LiveServer
     from voxserve.client.stream import SpeechStreamClient
     from voxserve.client.transport import TransportClosed
     from voxserve.deploy.sagemaker.bidi import SageMakerBidiTransport
@@ -96,8 +96,14 @@ async def test_protocol_client_works_through_the_sagemaker_transport(server: Liv
 
 async def test_smoke_test_passes_against_our_server(server: LiveServer, tmp_path) -> None:  # type: ignore[no-untyped-def]
     transport, _ = await relay_transport(server, split_at=777)
-    result = await run_smoke(transport, text="Smoke test over the bidirectional stream.", voice="alloy",
-                             language="English", output_path=tmp_path / "validation-output.wav", timeout_s=60)  # fmt: skip
+    result = await run_smoke(
+        transport,
+        text="Smoke test over the bidirectional stream.",
+        voice="alloy",
+        language="English",
+        output_path=tmp_path / "validation-output.wav",
+        timeout_s=60,
+    )
     assert result.ok, result
     assert (tmp_path / "validation-output.wav").stat().st_size > 2044
 

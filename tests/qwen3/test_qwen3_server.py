@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 from qwen3_testing import noise_clip
-from support.live_server import LiveServer, start_server
 from websockets.asyncio.client import connect
 
+from support.live_server import LiveServer, start_server
 from voxserve.settings import Settings
 
 SHORT = {"max_new_tokens": 10, "seed": 3}

@@ -7,10 +7,10 @@ import json
 
 import httpx
 import pytest
-from support.live_server import LiveServer, start_server
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from support.live_server import LiveServer, start_server
 from voxserve.engines.piper import PiperEngine
 from voxserve.settings import Settings
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 import soundfile as sf
-from support.live_server import LiveServer, free_port, start_server
 from websockets.asyncio.client import connect
 
+from support.live_server import LiveServer, free_port, start_server
 from voxserve.engines.piper import PiperEngine
 from voxserve.server.sagemaker.config import resolve_sagemaker_settings
 from voxserve.server.sagemaker.routing import route_from_attributes

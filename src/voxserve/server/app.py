@@ -18,6 +18,7 @@ from voxserve.server.sagemaker.routing import InvocationsRouter
 from voxserve.server.speech import router as speech_router
 from voxserve.server.state import ServerState
 from voxserve.server.stream import router as stream_router
+from voxserve.server.voices import router as voices_router
 from voxserve.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
     app.include_router(speech_router.router)
     app.include_router(stream_router.router)
     app.include_router(sagemaker_router.router)
+    app.include_router(voices_router.router)
     if settings.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key, trust_invocations=settings.sagemaker)
     # Outermost: /invocations is rewritten before auth and routing see it.

@@ -1,4 +1,4 @@
-"""Probes and catalogue routes: /health, /ready, /v1/models, /v1/audio/voices, /metrics."""
+"""Probes and catalogue routes: /health, /ready, /v1/models, /metrics (voices: ``server/voices``)."""
 
 from __future__ import annotations
 
@@ -39,23 +39,6 @@ async def models(request: Request) -> dict[str, object]:
     ids = [*state.served_models(engine.info), *state.model_aliases()]
     data = [{"id": mid, "object": "model", "created": created, "owned_by": "voxserve"} for mid in ids]
     return {"object": "list", "data": data}
-
-
-@router.get("/v1/audio/voices", summary="Voices of the serving engine, with the OpenAI aliases.")
-async def voices(request: Request) -> dict[str, object]:
-    state = _state(request)
-    engine, _, _ = state.require_ready()
-    info = engine.info
-    return {
-        "voices": list(info.voices),
-        "default_voice": info.default_voice or None,
-        "aliases": state.voice_aliases(info),
-        "engine": info.name,
-        "model": info.model,
-        "languages": list(info.languages),
-        "supports_cloning": info.supports_cloning,
-        "uploaded_voices": [],
-    }
 
 
 @router.get("/metrics", summary="Prometheus metrics.")

@@ -2,6 +2,12 @@
 
 One place decides model and voice aliases, output format and rate, and what the
 serving engine can honour, so every protocol answers the same request the same way.
+
+A ``voice`` that names a saved voice (``voxserve.voices``) becomes a cloning
+request here — its stored clone prompt (or audio), transcript and mode, task
+``Base`` — so HTTP, WebSocket and SageMaker clients use saved voices by name alike.
+Built-in speakers keep their names: a saved voice is only looked up for a name the
+engine does not have, and it wins over the OpenAI voice aliases.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from voxserve.engines.base import Engine, SynthesisRequest
 from voxserve.errors import BadRequestError, NotFoundError
 from voxserve.server.state import ServerState
 from voxserve.settings import OPENAI_VOICE_ALIASES
+from voxserve.voices.models import SavedVoice
 
 MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 8000, 48000
 MIN_SPEED, MAX_SPEED = 0.25, 4.0
@@ -104,24 +111,48 @@ async def resolve_speech(state: ServerState, engine: Engine, options: SpeechOpti
             "speaker_embedding is not supported; send ref_audio (and ref_text) or use a saved voice.",
             param="speaker_embedding",
         )
+    saved = await _saved_voice(state, engine, options)
     request = SynthesisRequest(
-        voice=_resolve_voice(state, engine, options.voice),
-        language=options.language,
+        voice=None if saved else _resolve_voice(state, engine, options.voice),
+        language=options.language or (saved.language if saved else None),
         speed=speed,
         instructions=options.instructions or None,
-        task_type=options.task_type,
-        ref_text=options.ref_text,
-        x_vector_only_mode=bool(options.x_vector_only_mode),
+        task_type=options.task_type or ("Base" if saved else None),
+        ref_text=saved.ref_text if saved else options.ref_text,
+        x_vector_only_mode=saved.x_vector_only_mode if saved else bool(options.x_vector_only_mode),
         seed=options.seed,
         max_new_tokens=options.max_new_tokens,
     )
     if options.initial_codec_chunk_frames is not None:
         request.extra["initial_codec_chunk_frames"] = options.initial_codec_chunk_frames
-    if options.ref_audio:
+    if saved is not None and state.voices is not None:
+        _, pipeline, _ = state.require_ready()
+        request.ref_audio = await state.voices.clone_reference(saved, engine, pipeline.scheduler)
+    elif options.ref_audio:
         request.ref_audio = await _decode_reference(state, engine, options.ref_audio)
     request = engine.validate(request)
     output_rate = default_sample_rate(fmt, options.sample_rate, engine.info.sample_rate)
     return ResolvedSpeech(request, fmt, output_rate)
+
+
+async def _saved_voice(state: ServerState, engine: Engine, options: SpeechOptions) -> SavedVoice | None:
+    """The saved voice ``voice`` names, unless it names a built-in speaker (those win) or nothing saved."""
+    name = options.voice
+    if name is None or state.voices is None or name.lower() in (v.lower() for v in engine.info.voices):
+        return None
+    saved = await state.voices.find(name)
+    if saved is None:
+        return None
+    sent = [field for field, value in (("ref_audio", options.ref_audio), ("ref_text", options.ref_text)) if value]
+    if options.x_vector_only_mode and not saved.x_vector_only_mode:
+        sent.append("x_vector_only_mode")
+    if sent:
+        raise BadRequestError(
+            f"Voice '{saved.name}' is a saved voice with its own reference audio and transcript; do not send "
+            f"{', '.join(sent)} with it (or omit 'voice' to clone from ref_audio instead).",
+            param=sent[0],
+        )
+    return saved
 
 
 async def _decode_reference(state: ServerState, engine: Engine, value: str) -> Any:

@@ -15,6 +15,7 @@ from voxserve.engines.registry import default_worker_count, load_engine
 from voxserve.errors import NotReadyError
 from voxserve.scheduler import Scheduler
 from voxserve.server.metrics import SpeechMetrics
+from voxserve.server.voices.library import VoiceLibrary
 from voxserve.settings import OPENAI_MODEL_ALIASES, OPENAI_VOICE_ALIASES, Settings
 from voxserve.synthesis import SynthesisPipeline
 
@@ -27,6 +28,8 @@ class ServerState:
     engine: Engine | None = None
     pipeline: SynthesisPipeline | None = None
     metrics: SpeechMetrics | None = None
+    voices: VoiceLibrary | None = None
+    """Saved voices (``--data-dir``); open from startup, before and independent of the engine."""
     ready: bool = False
     load_error: str | None = None
     started_at: float = field(default_factory=time.monotonic)
@@ -36,6 +39,9 @@ class ServerState:
 
     async def start(self, engine: Engine | None = None) -> None:
         """Begin loading in the background so /health answers at once and /ready turns 200 after warm-up."""
+        # The voice library opens first and in the foreground: it is quick (no files until a voice is saved),
+        # and a library that cannot be read should stop the server rather than silently lose its voices.
+        self.voices = await VoiceLibrary.open(self.settings)
         self._load_task = asyncio.create_task(self._load(engine))
 
     async def _load(self, engine: Engine | None) -> None:
@@ -83,6 +89,8 @@ class ServerState:
             await asyncio.to_thread(self.pipeline.scheduler.close)
         if self.engine is not None:
             self.engine.close()
+        if self.voices is not None:
+            await self.voices.close()
 
     # ----- helpers for routes -----------------------------------------------------------
 

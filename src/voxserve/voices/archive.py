@@ -63,7 +63,9 @@ def export_voice(store: VoiceStore, name: str) -> bytes:
     """
     voice = store.get(name)
     audio = store.read_audio(voice)
-    prompts = [(p.engine, p.model, data) for p in voice.prompts if (data := store.read_prompt(voice, p.engine, p.model))]
+    prompts = [
+        (p.engine, p.model, data) for p in voice.prompts if (data := store.read_prompt(voice, p.engine, p.model))
+    ]
     return pack(voice, audio, prompts)
 
 
@@ -126,10 +128,10 @@ def read_archive(data: bytes, *, name: str | None = None) -> VoiceArchive:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = _members(archive)
-            metadata = _metadata(_read(archive, members, _METADATA, _MAX_METADATA_BYTES))
-            audio_bytes = _read(archive, members, AUDIO_FILE, MAX_AUDIO_BYTES)
+            metadata = _metadata(_read(archive, _METADATA, _MAX_METADATA_BYTES))
+            audio_bytes = _read(archive, AUDIO_FILE, MAX_AUDIO_BYTES)
             prompt_bytes = {
-                member: _read(archive, members, member, MAX_PROMPT_BYTES)
+                member: _read(archive, member, MAX_PROMPT_BYTES)
                 for member in members
                 if _PROMPT_MEMBER.fullmatch(member)
             }
@@ -178,7 +180,7 @@ def _members(archive: zipfile.ZipFile) -> set[str]:
     return set(names)
 
 
-def _read(archive: zipfile.ZipFile, members: set[str], member: str, limit: int) -> bytes:
+def _read(archive: zipfile.ZipFile, member: str, limit: int) -> bytes:
     """A member's bytes, refusing to inflate past ``limit`` whatever its header claims."""
     with archive.open(member) as stream:
         data = stream.read(limit + 1)

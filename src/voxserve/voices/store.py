@@ -339,11 +339,11 @@ class VoiceStore:
                     [(voice.id, p.key, p.engine, p.model, p.created_at) for p in voice.prompts],
                 )
         except sqlite3.IntegrityError as exc:  # the UNIQUE name: another upload of it committed first
-            raise _name_taken(voice.name) from exc
+            raise name_taken(voice.name) from exc
 
     def _check_room(self, db: sqlite3.Connection, key: str, name: str) -> None:
         if db.execute("SELECT 1 FROM voices WHERE name_key = ?", (key,)).fetchone() is not None:
-            raise _name_taken(name)
+            raise name_taken(name)
         count = int(db.execute("SELECT count(*) FROM voices").fetchone()[0])
         if count >= self.max_voices:
             raise ConflictError(
@@ -494,10 +494,10 @@ def _write(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
-def _name_taken(name: str) -> ConflictError:
+def name_taken(name: str) -> ConflictError:
     return ConflictError(
-        f"A voice named '{name}' already exists. Delete it first (DELETE /v1/audio/voices/{name}) or choose "
-        "another name.",
+        f"A voice named '{name}' already exists (names ignore case). Delete it first (DELETE /v1/audio/voices/"
+        f"{name}, or voxserve voices rm {name}) or choose another name.",
         param="name",
     )
 

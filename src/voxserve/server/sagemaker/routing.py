@@ -42,7 +42,9 @@ class InvocationsRouter:
         if scope["type"] != "http" or scope["path"] != "/invocations":
             await self.app(scope, receive, send)
             return
-        header = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == CUSTOM_ATTRIBUTES), None)
+        header = next(
+            (v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == CUSTOM_ATTRIBUTES), None
+        )
         target = route_from_attributes(header) or self.default_route
         path, _, query = target.partition("?")
         method = self._method_for(path, scope["method"])
