@@ -1,7 +1,9 @@
 """onnxruntime settings for Piper throughput and latency on this machine: what should the defaults be?
 
-    python bench/ort_tuning.py                 # ~4 minutes on 2 cores; writes bench/results/ort_tuning.{md,json}
-    python bench/ort_tuning.py --quick         # one repeat, smaller workload (harness check)
+    python bench/ort_tuning.py                 # ~5 min on a quiet 2-core machine (9 on a busy one); writes
+                                               # bench/results/ort_tuning.{md,json}
+    python bench/ort_tuning.py --quick         # one round, smaller workload (harness check)
+    python bench/ort_tuning.py --render bench/results/ort_tuning.json   # rewrite the markdown only
 
 Why: the server runs ``workers`` engine threads, each calling ``InferenceSession.run`` on one shared
 session whose ``intra_op_num_threads`` decides how many cores one call may use. Threads that exceed
@@ -357,16 +359,17 @@ def recommend(threads: list[ThreadResult], batches: list[BatchResult]) -> list[s
             )
     if batches:
         single = [b for b in batches if b.batch == 1]
-        best_single = max(single, key=lambda b: b.throughput) if single else None
-        best_batch = max(batches, key=lambda b: b.throughput)
-        if best_single is not None:
+        batched = [b for b in batches if b.batch > 1]
+        if single and batched:
+            best_single = max(single, key=lambda b: b.throughput)
+            best_batch = max(batched, key=lambda b: b.throughput)
             gain = best_batch.throughput / best_single.throughput - 1
+            verdict = "pays" if gain > 0.05 else "does not pay"
             lines.append(
-                f"- Batching: best {best_batch.throughput:.1f}× (workers={best_batch.workers}, "
-                f"batch={best_batch.batch}, intra={best_batch.intra}) vs {best_single.throughput:.1f}× "
-                f"unbatched ({gain:+.0%}); batched "
-                f"output matches unbatched within {max(b.max_abs_diff for b in batches):.1e}. Batching also makes "
-                "every item wait for the longest one in its batch."
+                f"- Batching {verdict}: best batched {best_batch.throughput:.1f}× (workers={best_batch.workers}, "
+                f"batch={best_batch.batch}, intra={best_batch.intra}) vs best unbatched {best_single.throughput:.1f}× "
+                f"(workers={best_single.workers}) ({gain:+.0%}); batched output matches unbatched within "
+                f"{max(b.max_abs_diff for b in batches):.1e}. Batching also makes every item wait for the whole batch."
             )
     return lines
 
@@ -381,7 +384,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-frames", action="store_true", help="Skip the frame-streaming rows.")
     parser.add_argument("--quick", action="store_true", help="One round, 4 paragraphs, 2 latency runs.")
     parser.add_argument("--texts", type=Path)
+    parser.add_argument("--render", type=Path, metavar="JSON",
+                        help="Rewrite ort_tuning.md in --out from an earlier JSON; no measuring.")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.render:
+        document = json.loads(args.render.read_text(encoding="utf-8"))
+        threads_done = [ThreadResult(**t) for t in document["threads"]]
+        batches_done = [BatchResult(**b) for b in document["batching"]]
+        text = markdown(document["machine"], threads_done, batches_done, document["settings"])
+        (args.out / "ort_tuning.md").write_text(text, encoding="utf-8")
+        return 0
     if args.quick:
         args.repeats, args.paragraphs, args.latency_runs = 1, 4, 2
     texts = find_texts(args.texts)

@@ -60,6 +60,13 @@ class Scheduler:
         with self._cond:
             return sum(1 for job in self._heap if not job.cancelled)
 
+    def earliest_deadline(self) -> float | None:
+        """Deadline of the most urgent waiting job, or None when nothing waits."""
+        with self._cond:
+            while self._heap and self._heap[0].cancelled:
+                heapq.heappop(self._heap)
+            return self._heap[0].deadline if self._heap else None
+
     @property
     def busy(self) -> int:
         with self._cond:

@@ -15,15 +15,16 @@ requested output rate.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from voxserve.audio.chunk import Float32Array
+from voxserve.audio.chunk import AudioChunk, Float32Array
 from voxserve.audio.resample import StreamResampler
 from voxserve.engines.base import Engine, SynthesisRequest
 from voxserve.errors import PayloadTooLargeError, TooBusyError, VoxserveError
@@ -35,6 +36,20 @@ logger = logging.getLogger(__name__)
 
 LATENCY_CRITICAL_BUFFER_S = 1.0
 """Below this much buffered audio the next segment is urgent: engines may trade compute for earlier samples."""
+OVERLOAD_LATENESS_S = 0.5
+"""New streams are refused while the most urgent waiting segment is this late for its playback deadline."""
+YIELD_BUFFER_S = 0.3
+"""A running segment gives its worker to more urgent work once this much of its audio is buffered."""
+
+
+@dataclass(slots=True)
+class _SegmentRun:
+    """A segment in progress; it can be paused between engine chunks and resumed on another worker."""
+
+    started: float
+    resampler: StreamResampler
+    chunks: Iterator[AudioChunk] = field(default_factory=lambda: iter(()))
+    audio_samples: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +137,13 @@ class SynthesisPipeline:
         if self.active >= self.max_streams:
             raise TooBusyError(
                 f"Server is at capacity ({self.max_streams} concurrent streams); retry shortly.", retry_after_s=1.0
+            )
+        earliest = self.scheduler.earliest_deadline()
+        if earliest is not None and time.monotonic() - earliest > OVERLOAD_LATENESS_S:
+            # Work already waiting is late: the engine is past real-time capacity, and one more stream
+            # would make every accepted stream stall.
+            raise TooBusyError(
+                "Server is at capacity (queued audio is already late for playback); retry shortly.", retry_after_s=1.0
             )
         if self.scheduler.queued >= self.max_queue:
             # Accepting more would break the real-time promise made to the streams already running.
@@ -267,8 +289,13 @@ class Utterance:
         segment = self._pending.popleft()
         now = time.monotonic()
         self._progress.segment_submitted_at = now
-        buffered_s = 0.0 if self._progress.playback_end is None else self._progress.playback_end - now
-        self.request.latency_critical = buffered_s < LATENCY_CRITICAL_BUFFER_S
+        # Urgent: the first segment, or a refill running low while the engine has spare capacity. Under
+        # saturation every stream runs low, and spending extra compute on each would deepen the overload.
+        first = self._progress.playback_end is None
+        buffered_s = 0.0 if first else self._progress.playback_end - now  # type: ignore[operator]
+        self.request.latency_critical = first or (
+            buffered_s < LATENCY_CRITICAL_BUFFER_S and self._pipeline.scheduler.queued == 0
+        )
         self._job = self._pipeline.scheduler.submit(lambda: self._run_segment(segment), deadline=self._deadline())
 
     def _maybe_finish(self) -> None:
@@ -287,47 +314,70 @@ class Utterance:
     def _post(self, event: UtteranceEvent) -> None:
         self._loop.call_soon_threadsafe(self._deliver, event)
 
-    def _run_segment(self, segment: Segment) -> None:
-        """Runs on a scheduler worker thread."""
+    def _run_segment(self, segment: Segment, run: _SegmentRun | None = None) -> None:
+        """Runs on a scheduler worker thread: start a segment, or continue one that yielded its worker."""
         request = self.request
         if request.cancelled.is_set():
             return
-        started = time.monotonic()
-        self._post(SegmentStarted(segment.index, segment.text))
-        audio_samples = 0
         error: VoxserveError | None = None
         try:
-            if not self._prepared:
-                self.request = request = self._engine.prepare(request)
-                self._prepared = True
-            text = segment.spoken
-            if self._engine.info.needs_text_normalization:
-                text = normalize_english(text)
-            resampler = StreamResampler(self._engine.info.sample_rate, self.output_rate)
-            if any(ch.isalnum() for ch in text):
-                for chunk in self._engine.synthesize(text, request):
-                    if request.cancelled.is_set():
-                        return
-                    out = resampler.process(chunk.samples)
-                    if len(out):
-                        audio_samples += len(out)
-                        self._post(AudioReady(segment.index, out))
-            tail = resampler.flush()
+            if run is None:
+                run = self._start_segment(segment)
+            for chunk in run.chunks:
+                if request.cancelled.is_set():
+                    return
+                out = run.resampler.process(chunk.samples)
+                if len(out):
+                    run.audio_samples += len(out)
+                    self._post(AudioReady(segment.index, out))
+                if self._should_yield_worker():
+                    # Others are closer to running dry: continue this segment when our own buffer needs it.
+                    self._job = self._pipeline.scheduler.submit(
+                        functools.partial(self._run_segment, segment, run), deadline=self._deadline()
+                    )
+                    return
+            tail = run.resampler.flush()
             if len(tail) and not request.cancelled.is_set():
-                audio_samples += len(tail)
+                run.audio_samples += len(tail)
                 self._post(AudioReady(segment.index, np.asarray(tail, dtype=np.float32)))
         except VoxserveError as exc:
             error = exc
         except Exception as exc:
             logger.exception("segment %d failed", segment.index)
             error = VoxserveError(f"synthesis failed: {type(exc).__name__}: {exc}")
+        request = self.request
         if request.extra.get("capped"):
             self.usage.capped = True
-        if self._observer.on_segment is not None:
-            wall = time.monotonic() - started
-            audio_s = audio_samples / self.output_rate
-            self._loop.call_soon_threadsafe(self._observer.on_segment, wall, audio_s)
+        audio_samples = run.audio_samples if run is not None else 0
+        if self._observer.on_segment is not None and run is not None:
+            wall = time.monotonic() - run.started
+            self._loop.call_soon_threadsafe(self._observer.on_segment, wall, audio_samples / self.output_rate)
         self._post(SegmentFinished(segment.index, audio_samples / self.output_rate, error))
+
+    def _start_segment(self, segment: Segment) -> _SegmentRun:
+        self._post(SegmentStarted(segment.index, segment.text))
+        run = _SegmentRun(
+            started=time.monotonic(), resampler=StreamResampler(self._engine.info.sample_rate, self.output_rate)
+        )
+        if not self._prepared:
+            self.request = self._engine.prepare(self.request)
+            self._prepared = True
+        text = segment.spoken
+        if self._engine.info.needs_text_normalization:
+            text = normalize_english(text)
+        if any(ch.isalnum() for ch in text):
+            run.chunks = iter(self._engine.synthesize(text, self.request))
+        return run
+
+    def _should_yield_worker(self) -> bool:
+        """Yield between engine chunks when enough audio is buffered and another stream's work is more urgent."""
+        if not self._engine.info.resumable:
+            return False
+        playback_end = self._progress.playback_end
+        if playback_end is None or playback_end - time.monotonic() < YIELD_BUFFER_S:
+            return False
+        earliest = self._pipeline.scheduler.earliest_deadline()
+        return earliest is not None and earliest < playback_end - YIELD_BUFFER_S
 
     def _deliver(self, event: UtteranceEvent) -> None:
         """Runs on the event loop: forward a worker event, and keep the segment chain moving."""

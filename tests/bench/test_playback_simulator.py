@@ -26,6 +26,7 @@ def test_each_arrival_after_the_buffer_ran_dry_is_one_underrun_with_its_stall() 
     # 3.5 arrives exactly on time (no stall); buffer ends 4.5; 5.0 stalls 0.5 s.
     assert player.underruns == 2
     assert player.stall_s == pytest.approx(1.5)
+    assert player.stall_positions_s == pytest.approx([2.0, 3.5])
     assert player.audio_s == pytest.approx(4.5)
     assert player.buffer_end == pytest.approx(6.0)
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from support.live_server import LiveServer, start_server
 
+from support.live_server import LiveServer, start_server
 from voxserve.engines.piper import PiperEngine
 from voxserve.settings import Settings
 
@@ -24,11 +23,3 @@ def library_server(piper_engine: PiperEngine, data_dir: Path) -> Iterator[LiveSe
     live = start_server(Settings(data_dir=str(data_dir)), engine=piper_engine)
     yield live
     live.stop()
-
-
-def upload(server: LiveServer, name: str, audio: bytes, *, media_type: str = "audio/wav",
-           **fields: str) -> httpx.Response:  # fmt: skip
-    """``POST /v1/audio/voices`` as multipart, the way curl -F sends it."""
-    form = {"name": name, "consent": f"{name} recorded this and agreed to its cloning.", **fields}
-    files = {"audio_sample": (f"{name}.bin", audio, media_type)}
-    return httpx.post(f"{server.url}/v1/audio/voices", data=form, files=files, timeout=60)

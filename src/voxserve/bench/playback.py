@@ -13,7 +13,7 @@ with synthetic arrival times.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(slots=True)
@@ -35,6 +35,9 @@ class PlaybackSimulator:
     stall_s: float = 0.0
     audio_s: float = 0.0
     bytes_received: int = 0
+    stall_positions_s: list[float] = field(default_factory=list)
+    """Where in the audio each stall was heard (seconds of audio played before it), to tell stalls at
+    segment joins from stalls inside a segment (e.g. between decoder windows)."""
 
     def __post_init__(self) -> None:
         if self.bytes_per_second <= 0:
@@ -57,6 +60,7 @@ class PlaybackSimulator:
         elif at > self.buffer_end:
             self.underruns += 1
             self.stall_s += at - self.buffer_end
+            self.stall_positions_s.append(self.audio_s)
             self.buffer_end = at + duration
         else:
             self.buffer_end += duration

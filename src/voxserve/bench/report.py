@@ -140,6 +140,7 @@ def plot(levels: Sequence[LevelResult], path: Path, *, title: str = "") -> bool:
     ax_ttfa.set_ylabel("time to first audio (s)")
     ax_ttfa.set_title("Time to first audio (p50 solid, p95 dashed)")
     ax_ttfa.legend(fontsize=7)
+    ax_tput.set_ylim(bottom=0)
     ax_tput.set_ylabel("audio seconds per wall second")
     ax_tput.set_title("Throughput (all streams)")
     ax_tput.legend(fontsize=7)

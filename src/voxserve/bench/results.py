@@ -35,6 +35,8 @@ class StreamRecord:
     stall_s: float
     """Total silence those underruns caused."""
     error: str | None = None
+    stall_positions_s: list[float] = field(default_factory=list)
+    """Seconds into the audio where each stall was heard."""
 
     @property
     def ok(self) -> bool:
@@ -75,6 +77,7 @@ def record_from_arrivals(
         underruns=player.underruns,
         stall_s=player.stall_s,
         error=error,
+        stall_positions_s=[round(x, 3) for x in player.stall_positions_s],
     )
 
 

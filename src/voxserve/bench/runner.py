@@ -1,10 +1,12 @@
-"""Run the whole benchmark: every target at every concurrency, one after another, then write the report.
+"""Run the whole benchmark: every target at every concurrency level, then write the report.
 
-``bench/run.py`` and ``voxserve bench`` both land in ``run()``. Targets run one at a time and each
-server is stopped before the next starts, so they never compete for the cores; the raw engine goes
-first because every other number is read as a ratio to it. Everything listens on loopback only,
-every loop is bounded (a fixed number of utterances per level, a timeout per stream), and every
-child process is stopped on the way out, error or Ctrl-C included.
+``bench/run.py`` and ``voxserve bench`` both land in ``run()``. The engine is loaded and the servers
+are started (and warmed up) first and stay up, idle when not measured; then each concurrency level
+runs every target in turn, one at a time so they never compete for the cores. Interleaving by level,
+rather than target after target, matters on a shared machine: load drifts over minutes, and targets
+compared at one level should see the same conditions. Everything listens on loopback only, every
+loop is bounded (a fixed number of utterances per level, a timeout per stream), and every child
+process is stopped on the way out, error or Ctrl-C included.
 
 Heavy imports wait until ``run()``, so registering the CLI subcommand costs nothing.
 """
@@ -154,11 +156,21 @@ class _Run:
         if self.args.level_pause > 0:
             time.sleep(self.args.level_pause)
 
-    # ----- targets ------------------------------------------------------------------------------
+    # ----- targets: each returns "run one level at this concurrency" -------------------------
 
-    def run_engine(self) -> None:
-        import gc
+    def setup(self, stack: contextlib.ExitStack) -> dict[str, Callable[[int], LevelResult]]:
+        """Load the engine and start the servers (stopped by ``stack``), warmed up; one runner per target."""
+        runners: dict[str, Callable[[int], LevelResult]] = {}
+        if "engine" in self.targets:
+            runners["engine"] = self._engine_runner()
+        wanted = [t for t in ("voxserve-http", "voxserve-ws") if t in self.targets]
+        if wanted:
+            runners.update(self._voxserve_runners(stack, wanted))
+        if "piper-http" in self.targets:
+            runners.update(self._piper_runner(stack))
+        return runners
 
+    def _engine_runner(self) -> Callable[[int], LevelResult]:
         from voxserve.bench.engine_loop import run_engine_level
         from voxserve.bench.servers import CpuMeter
         from voxserve.engines.base import SynthesisRequest
@@ -169,30 +181,30 @@ class _Run:
         self.engine_info = {"model": engine.info.model, **engine.info.extra}
         for _ in engine.synthesize("Hello.", engine.validate(SynthesisRequest())):
             pass  # warm-up, as the server does before it says ready
-        for conc in self.concurrency:
+
+        def level(conc: int) -> LevelResult:
             meter = CpuMeter(os.getpid())
             meter.start()
-            level = run_engine_level(engine, self.texts, concurrency=conc, streams=self.streams_at(conc))
-            level.server_cpu_pct = meter.stop()
-            self._add(level)
-        del engine
-        gc.collect()
+            result = run_engine_level(engine, self.texts, concurrency=conc, streams=self.streams_at(conc))
+            result.server_cpu_pct = meter.stop()
+            return result
 
-    def run_voxserve(self, wanted: Sequence[str]) -> None:
+        return level
+
+    def _voxserve_runners(
+        self, stack: contextlib.ExitStack, wanted: Sequence[str]
+    ) -> dict[str, Callable[[int], LevelResult]]:
+        from voxserve.bench.loadgen import VoxserveHttpTarget, VoxserveWebSocketTarget
         from voxserve.bench.servers import free_port, voxserve_server
 
         if self.args.url:
-            self._voxserve_levels(self.args.url.rstrip("/"), self.args.server_pid, wanted)
-            return
-        port = free_port()
-        server = voxserve_server(port, self.out, workers=self.args.workers, max_streams=max(64, *self.concurrency))
-        _log(f"voxserve: starting `{' '.join(server.argv[1:])}` and waiting for /ready")
-        with server:
-            self._voxserve_levels(f"http://127.0.0.1:{port}", server.pid, wanted)
-
-    def _voxserve_levels(self, base: str, pid: int | None, wanted: Sequence[str]) -> None:
-        from voxserve.bench.loadgen import VoxserveHttpTarget, VoxserveWebSocketTarget
-
+            base, pid = self.args.url.rstrip("/"), self.args.server_pid
+        else:
+            port = free_port()
+            server = voxserve_server(port, self.out, workers=self.args.workers, max_streams=max(64, *self.concurrency))
+            _log(f"voxserve: starting `{' '.join(server.argv[1:])}` and waiting for /ready")
+            stack.enter_context(server)
+            base, pid = f"http://127.0.0.1:{port}", server.pid
         ws_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/v1/audio/speech/stream"
         factories: dict[str, Callable[[int], StreamTarget]] = {
             "voxserve-http": lambda conc: VoxserveHttpTarget(
@@ -205,14 +217,19 @@ class _Run:
                 piece_interval_s=self.args.piece_interval,
             ),
         }
+        runners: dict[str, Callable[[int], LevelResult]] = {}
         for name in wanted:
             self._warm_up(factories[name](1))
-            for conc in self.concurrency:
+
+            def level(conc: int, name: str = name) -> LevelResult:
                 profile = self.out / f"profile-{name}-{conc}.txt"
                 with _py_spy(pid, profile, self.args.profile == conc):
-                    self._network_level(factories[name](conc), conc, pid, metrics_url=base)
+                    return self._network_level(factories[name](conc), conc, pid, metrics_url=base)
 
-    def run_piper(self) -> None:
+            runners[name] = level
+        return runners
+
+    def _piper_runner(self, stack: contextlib.ExitStack) -> dict[str, Callable[[int], LevelResult]]:
         import importlib.util
 
         from voxserve.bench.loadgen import PiperHttpTarget
@@ -221,16 +238,19 @@ class _Run:
         if importlib.util.find_spec("flask") is None:
             self.skipped["piper-http"] = "Flask is not installed (pip install -r bench/requirements.txt)"
             _log(f"piper-http skipped: {self.skipped['piper-http']}")
-            return
+            return {}
         port = free_port()
         server = piper_server(port, self.out, self.model_path())
         _log("piper-http: starting Piper's own server (python -m piper.http_server)")
-        with server:
-            base = f"http://127.0.0.1:{port}"
-            self._warm_up(PiperHttpTarget(base, timeout_s=self.args.stream_timeout))
-            for conc in self.concurrency:
-                target = PiperHttpTarget(base, timeout_s=self.args.stream_timeout, max_connections=conc + 4)
-                self._network_level(target, conc, server.pid, metrics_url=None)
+        stack.enter_context(server)
+        base = f"http://127.0.0.1:{port}"
+        self._warm_up(PiperHttpTarget(base, timeout_s=self.args.stream_timeout))
+
+        def level(conc: int) -> LevelResult:
+            target = PiperHttpTarget(base, timeout_s=self.args.stream_timeout, max_connections=conc + 4)
+            return self._network_level(target, conc, server.pid, metrics_url=None)
+
+        return {"piper-http": level}
 
     # ----- helpers ------------------------------------------------------------------------------
 
@@ -242,7 +262,9 @@ class _Run:
         if level.streams[0].error:
             raise RuntimeError(f"{target.name}: warm-up failed: {level.streams[0].error}")
 
-    def _network_level(self, target: StreamTarget, conc: int, pid: int | None, *, metrics_url: str | None) -> None:
+    def _network_level(
+        self, target: StreamTarget, conc: int, pid: int | None, *, metrics_url: str | None
+    ) -> LevelResult:
         from voxserve.bench.loadgen import run_level
         from voxserve.bench.servers import CpuMeter, server_counter
 
@@ -256,9 +278,9 @@ class _Run:
         if metrics_url and underruns_before is not None:
             after = server_counter(metrics_url, "voxserve_underruns_total")
             level.server_underruns = None if after is None else round(after - underruns_before)
-        self._add(level)
+        return level
 
-    def _add(self, level: LevelResult) -> None:
+    def add(self, level: LevelResult) -> None:
         self.levels.append(level)
         _progress(level)
         self.pause()
@@ -294,13 +316,14 @@ def run(args: argparse.Namespace) -> int:
     _log(f"results go to {bench.out}; targets {', '.join(bench.targets)}; concurrency {bench.concurrency}")
     failed = False
     try:
-        if "engine" in bench.targets:
-            bench.run_engine()
-        wanted = [t for t in ("voxserve-http", "voxserve-ws") if t in bench.targets]
-        if wanted:
-            bench.run_voxserve(wanted)
-        if "piper-http" in bench.targets:
-            bench.run_piper()
+        with contextlib.ExitStack() as stack:
+            runners = bench.setup(stack)
+            # Level by level, every target in turn: load on a shared machine drifts over minutes, and
+            # interleaving lets all targets at one concurrency see the same conditions.
+            for conc in bench.concurrency:
+                for name in ALL_TARGETS:
+                    if name in runners:
+                        bench.add(runners[name](conc))
     except (RuntimeError, OSError) as exc:
         failed = True
         _log(f"benchmark stopped early: {exc}")

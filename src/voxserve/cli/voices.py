@@ -27,8 +27,12 @@ from voxserve.errors import VoxserveError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("voices", help="Save, list, delete, export and import cloned voices.",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = sub.add_parser(
+        "voices",
+        help="Save, list, delete, export and import cloned voices.",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("--data-dir", help="Local library (default: $VOXSERVE_DATA_DIR or ~/.local/share/voxserve).")
     where.add_argument("--url", help="A running server instead, e.g. http://127.0.0.1:8000.")
@@ -99,8 +103,13 @@ def _add(args: argparse.Namespace) -> int:
     from voxserve.voices.fields import voice_fields
 
     def action(client: Any) -> None:
-        fields = voice_fields(name=args.name, consent=args.consent, ref_text=args.text,
-                              speaker_description=args.description, language=args.language)  # fmt: skip
+        fields = voice_fields(
+            name=args.name,
+            consent=args.consent,
+            ref_text=args.text,
+            speaker_description=args.description,
+            language=args.language,
+        )
         audio = Path(args.audio).read_bytes()
         voice = client.add(fields, audio, mime_type=mimetypes.guess_type(args.audio)[0])
         mode = "with transcript" if voice.get("ref_text") else "x-vector only (no transcript)"
@@ -123,8 +132,17 @@ def _list(args: argparse.Namespace) -> int:
             created = time.strftime("%Y-%m-%d %H:%M", time.localtime(int(v["created_at"])))
             prompts = len((v.get("compatibility") or {}).get("prompts") or ())
             consent = v["consent"] if len(v["consent"]) <= 40 else v["consent"][:39] + "…"
-            rows.append((v["name"], f"{v['duration']:.1f} s", "yes" if v.get("ref_text") else "no",
-                         v.get("language") or "-", str(prompts), created, consent))  # fmt: skip
+            rows.append(
+                (
+                    v["name"],
+                    f"{v['duration']:.1f} s",
+                    "yes" if v.get("ref_text") else "no",
+                    v.get("language") or "-",
+                    str(prompts),
+                    created,
+                    consent,
+                )
+            )
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
             print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

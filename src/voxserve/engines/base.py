@@ -37,6 +37,9 @@ class EngineInfo:
     supports_speed: bool = True
     task_types: tuple[str, ...] = ()
     """vLLM-Omni task types the loaded model serves (CustomVoice, VoiceDesign, Base); empty for non-Qwen engines."""
+    resumable: bool = False
+    """``synthesize`` generators may be paused between chunks and resumed on another worker thread
+    (lets the scheduler hand a worker to a more urgent stream mid-segment)."""
     needs_text_normalization: bool = True
     """Whether the pipeline should expand numbers, dates, ... before synthesis (English only)."""
     extra: Mapping[str, Any] = field(default_factory=dict)

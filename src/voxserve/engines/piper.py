@@ -105,6 +105,7 @@ class PiperEngine:
             supports_cloning=False,
             supports_instructions=False,
             needs_text_normalization=language_code == "en",
+            resumable=True,
             extra={"voice_path": str(model_path), "frame_streaming": self._streamer is not None},
         )
         logger.info(

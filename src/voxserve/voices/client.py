@@ -147,8 +147,13 @@ def _path(name: str) -> str:
 
 
 def _form(fields: VoiceFields) -> dict[str, str | None]:
-    return {"name": fields.name, "consent": fields.consent, "ref_text": fields.ref_text,
-            "speaker_description": fields.speaker_description, "language": fields.language}  # fmt: skip
+    return {
+        "name": fields.name,
+        "consent": fields.consent,
+        "ref_text": fields.ref_text,
+        "speaker_description": fields.speaker_description,
+        "language": fields.language,
+    }
 
 
 def _local(voice: SavedVoice) -> dict[str, Any]:

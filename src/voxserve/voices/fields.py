@@ -19,9 +19,18 @@ MAX_CONSENT_CHARS = 1000
 MAX_REF_TEXT_CHARS = 2000
 MAX_DESCRIPTION_CHARS = 1000
 LANGUAGES = (
-    "Auto", "Chinese", "English", "Japanese", "Korean", "German", "French", "Russian", "Portuguese", "Spanish",
+    "Auto",
+    "Chinese",
+    "English",
+    "Japanese",
+    "Korean",
+    "German",
+    "French",
+    "Russian",
+    "Portuguese",
+    "Spanish",
     "Italian",
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +91,5 @@ def _language(value: object) -> str | None:
         return None
     canonical = {name.lower(): name for name in LANGUAGES}.get(text.lower())
     if canonical is None:
-        raise BadRequestError(
-            f"Unsupported language {text!r}; use one of: {', '.join(LANGUAGES)}.", param="language"
-        )
+        raise BadRequestError(f"Unsupported language {text!r}; use one of: {', '.join(LANGUAGES)}.", param="language")
     return canonical

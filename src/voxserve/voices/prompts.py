@@ -92,8 +92,10 @@ def read_payload(data: bytes) -> dict[str, Any]:
     if not _tensor(embedding, floating=True, shape=(_MAX_EMBEDDING,)):
         raise PromptMismatchError("prompt speaker embedding must be a 1-D float tensor")
     code = payload.get("ref_code")
-    if icl and not (_tensor(code, floating=False, shape=(_MAX_FRAMES,))
-                    or _tensor(code, floating=False, shape=(_MAX_FRAMES, _MAX_CODEBOOKS))):  # fmt: skip
+    if icl and not (
+        _tensor(code, floating=False, shape=(_MAX_FRAMES,))
+        or _tensor(code, floating=False, shape=(_MAX_FRAMES, _MAX_CODEBOOKS))
+    ):
         raise PromptMismatchError("prompt reference codes must be an integer tensor of frames")
     if not icl and code is not None:
         raise PromptMismatchError("an x-vector-only prompt carries no reference codes")

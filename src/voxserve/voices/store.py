@@ -165,7 +165,7 @@ class VoiceStore:
 
     def find(self, name: str) -> SavedVoice | None:
         """The voice called ``name`` (any case), or None."""
-        if not self._database.is_file():
+        if not self._joined():
             return None
         with self._connect() as db:
             row = db.execute(f"SELECT {_VOICE_COLUMNS} FROM voices WHERE name_key = ?", (name_key(name),)).fetchone()
@@ -184,14 +184,14 @@ class VoiceStore:
 
     def list_voices(self) -> list[SavedVoice]:
         """Every voice, oldest first."""
-        if not self._database.is_file():
+        if not self._joined():
             return []
         with self._connect() as db:
             rows = db.execute(f"SELECT {_VOICE_COLUMNS} FROM voices ORDER BY created_at, name_key").fetchall()
             return self._voices(db, rows)
 
     def count(self) -> int:
-        if not self._database.is_file():
+        if not self._joined():
             return 0
         with self._connect() as db:
             return int(db.execute("SELECT count(*) FROM voices").fetchone()[0])
@@ -245,9 +245,7 @@ class VoiceStore:
             file_size=audio.source_size,
             mime_type=audio.mime_type,
             audio_sha256=audio.sha256,
-            prompts=tuple(
-                PromptRecord(p.engine, p.model, model_key(p.engine, p.model), time.time()) for p in prompts
-            ),
+            prompts=tuple(PromptRecord(p.engine, p.model, model_key(p.engine, p.model), time.time()) for p in prompts),
         )
         staging = self._stage(voice, audio, prompts)
         item = self._publish(staging)
@@ -256,8 +254,12 @@ class VoiceStore:
         except BaseException:
             self._discard(item)
             raise
-        logger.info("voices: saved '%s' (%.1f s, %s)", voice.name, voice.duration_s,
-                    "x-vector only" if voice.x_vector_only_mode else "with transcript")  # fmt: skip
+        logger.info(
+            "voices: saved '%s' (%.1f s, %s)",
+            voice.name,
+            voice.duration_s,
+            "x-vector only" if voice.x_vector_only_mode else "with transcript",
+        )
         return voice
 
     def delete(self, name: str) -> SavedVoice:
@@ -279,6 +281,8 @@ class VoiceStore:
 
     def save_prompt(self, voice: SavedVoice, prompt: PromptFile) -> PromptRecord | None:
         """Keep a clone prompt computed for ``voice``; None if the voice was deleted meanwhile."""
+        if not self._joined():
+            return None
         key = model_key(prompt.engine, prompt.model)
         item = self._item(voice.id)
         temporary = item / f".{_prompt_file(key)}.{secrets.token_hex(4)}.tmp"
@@ -330,10 +334,21 @@ class VoiceStore:
                 self._check_room(db, name_key(voice.name), voice.name)
                 db.execute(
                     f"INSERT INTO voices ({_VOICE_COLUMNS}, name_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (voice.id, voice.name, voice.consent, voice.created_at, voice.duration_s, voice.ref_text,
-                     voice.speaker_description, voice.language, voice.file_size, voice.mime_type,
-                     voice.audio_sha256, name_key(voice.name)),
-                )  # fmt: skip
+                    (
+                        voice.id,
+                        voice.name,
+                        voice.consent,
+                        voice.created_at,
+                        voice.duration_s,
+                        voice.ref_text,
+                        voice.speaker_description,
+                        voice.language,
+                        voice.file_size,
+                        voice.mime_type,
+                        voice.audio_sha256,
+                        name_key(voice.name),
+                    ),
+                )
                 db.executemany(
                     "INSERT INTO prompts (voice_id, model_key, engine, model, created_at) VALUES (?, ?, ?, ?, ?)",
                     [(voice.id, p.key, p.engine, p.model, p.created_at) for p in voice.prompts],
@@ -369,6 +384,17 @@ class VoiceStore:
 
     def _item(self, voice_id: str) -> Path:
         return self.root / "items" / voice_id
+
+    def _joined(self) -> bool:
+        """Whether the library exists; a store opened before it did takes its lock (and recovers) now."""
+        if self._lock_fd is not None:
+            return True
+        if not self._database.is_file():
+            return False
+        with self._setup:
+            if self._lock_fd is None:
+                self._lock_and_recover()
+        return True
 
     def _ensure_created(self) -> None:
         with self._setup:
@@ -444,8 +470,11 @@ class VoiceStore:
                 if not path.name.startswith("prompt-") or (item.name, key) not in prompts:
                     _remove(path)
         if removed:
-            logger.warning("voices: recovered from an interrupted write in %s: removed %s", self.root,
-                           ", ".join(f"{n} {what}" for what, n in removed.items()))  # fmt: skip
+            logger.warning(
+                "voices: recovered from an interrupted write in %s: removed %s",
+                self.root,
+                ", ".join(f"{n} {what}" for what, n in removed.items()),
+            )
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -466,20 +495,27 @@ class VoiceStore:
             marks = ", ".join("?" for _ in rows)
             query = f"SELECT voice_id, engine, model, model_key, created_at FROM prompts WHERE voice_id IN ({marks})"
             for row in db.execute(query, [row["id"] for row in rows]):
-                record = PromptRecord(str(row["engine"]), str(row["model"]), str(row["model_key"]),
-                                      float(row["created_at"]))  # fmt: skip
+                record = PromptRecord(
+                    str(row["engine"]), str(row["model"]), str(row["model_key"]), float(row["created_at"])
+                )
                 prompts.setdefault(str(row["voice_id"]), []).append(record)
         return [
             SavedVoice(
-                id=str(row["id"]), name=str(row["name"]), consent=str(row["consent"]),
-                created_at=float(row["created_at"]), duration_s=float(row["duration_s"]),
-                ref_text=_opt(row["ref_text"]), speaker_description=_opt(row["speaker_description"]),
-                language=_opt(row["language"]), file_size=int(row["file_size"]), mime_type=str(row["mime_type"]),
+                id=str(row["id"]),
+                name=str(row["name"]),
+                consent=str(row["consent"]),
+                created_at=float(row["created_at"]),
+                duration_s=float(row["duration_s"]),
+                ref_text=_opt(row["ref_text"]),
+                speaker_description=_opt(row["speaker_description"]),
+                language=_opt(row["language"]),
+                file_size=int(row["file_size"]),
+                mime_type=str(row["mime_type"]),
                 audio_sha256=str(row["audio_sha256"]),
                 prompts=tuple(sorted(prompts.get(str(row["id"]), ()), key=lambda p: p.created_at)),
             )
             for row in rows
-        ]  # fmt: skip
+        ]
 
 
 @contextlib.contextmanager
@@ -541,4 +577,3 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
-

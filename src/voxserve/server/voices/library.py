@@ -47,6 +47,7 @@ class VoiceLibrary:
         self.store = store
         self._prompts: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
+        self._writes: set[asyncio.Task[None]] = set()
 
     @classmethod
     async def open(cls, settings: Settings) -> VoiceLibrary:
@@ -58,6 +59,9 @@ class VoiceLibrary:
         return cls(store)
 
     async def close(self) -> None:
+        """Finish writing computed prompts, then release the store."""
+        if self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
         await asyncio.to_thread(self.store.close)
         self._prompts.clear()
 
@@ -73,9 +77,14 @@ class VoiceLibrary:
         return await asyncio.to_thread(self.store.list_voices)
 
     async def add(
-        self, fields: VoiceFields, data: bytes, *, mime_type: str | None, engine: Engine | None,
+        self,
+        fields: VoiceFields,
+        data: bytes,
+        *,
+        mime_type: str | None,
+        engine: Engine | None,
         scheduler: Scheduler | None,
-    ) -> SavedVoice:  # fmt: skip
+    ) -> SavedVoice:
         """Normalise the upload and save it; with a ready engine that stores prompts, compute its prompt first
         so the voice's first request is as fast as every later one (and a bad reference fails here)."""
         if await self.find(fields.name) is not None:  # before the slow part; the store decides races
@@ -130,11 +139,22 @@ class VoiceLibrary:
             if item is None:
                 audio = read_flac(await asyncio.to_thread(self.store.read_audio, voice))
                 item = await _on_engine(scheduler, lambda: _encode(engine, audio, voice.ref_text))
-                data = await asyncio.to_thread(dump_prompt, item, engine=info.name, model=info.model)
-                await asyncio.to_thread(self.store.save_prompt, voice, PromptFile(info.name, info.model, data))
-                logger.info("voices: computed and saved the clone prompt of '%s' for %s", voice.name, info.model)
+                # Written after this request has its prompt, not before: the first audio need not wait for
+                # fsyncs. Until the write lands, memory serves; a crash before it only means encoding again.
+                write = asyncio.create_task(self._save_prompt(voice, info, item))
+                self._writes.add(write)
+                write.add_done_callback(self._writes.discard)
             self._remember(key, item)
         return item
+
+    async def _save_prompt(self, voice: SavedVoice, info: EngineInfo, item: Any) -> None:
+        try:
+            data = await asyncio.to_thread(dump_prompt, item, engine=info.name, model=info.model)
+            await asyncio.to_thread(self.store.save_prompt, voice, PromptFile(info.name, info.model, data))
+        except Exception:  # the prompt stays in memory; the next process computes it again
+            logger.exception("voices: could not save the clone prompt of '%s' for %s", voice.name, info.model)
+            return
+        logger.info("voices: computed and saved the clone prompt of '%s' for %s", voice.name, info.model)
 
     def _load(self, voice: SavedVoice, info: EngineInfo) -> Any:
         data = self.store.read_prompt(voice, info.name, info.model)

@@ -58,8 +58,14 @@ class ArchiveUpload:
 
 def error_response(exc: VoxserveError) -> JSONResponse:
     """vLLM-Omni's ``{"success": false, "error": "..."}``, with OpenAI's error fields beside it."""
-    body = {"success": False, "error": exc.message, "message": exc.message, "type": exc.error_type,
-            "param": exc.param, "code": exc.status_code}  # fmt: skip
+    body = {
+        "success": False,
+        "error": exc.message,
+        "message": exc.message,
+        "type": exc.error_type,
+        "param": exc.param,
+        "code": exc.status_code,
+    }
     return JSONResponse(body, status_code=exc.status_code)
 
 
@@ -199,4 +205,3 @@ async def _decode_string(value: str, param: str, limit: int, allow_remote: bool)
         return await asyncio.to_thread(parse_audio_reference, value, allow_remote=allow_remote, max_bytes=limit)
     except VoxserveError as exc:
         raise type(exc)(exc.message.replace("ref_audio", param), param=param) from exc
-

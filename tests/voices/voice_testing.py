@@ -1,4 +1,4 @@
-"""Reference clips as recorders produce them (WAV, FLAC, MP3, OGG/Opus, M4A/AAC, WebM), made with PyAV."""
+"""Helpers for voice library tests: reference clips as recorders produce them (made with PyAV), and uploads."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ import base64
 import io
 
 import av
+import httpx
 import numpy as np
 import soundfile as sf
+
+from support.live_server import LiveServer
 
 FORMATS = {
     # name: (container, codec, media type, sample rate)
@@ -56,3 +59,12 @@ def wav_clip(seconds: float = 2.0, *, seed: int = 3) -> bytes:
 
 def data_uri(data: bytes, media_type: str = "audio/wav") -> str:
     return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
+
+
+def upload(
+    server: LiveServer, name: str, audio: bytes, *, media_type: str = "audio/wav", **fields: str
+) -> httpx.Response:
+    """``POST /v1/audio/voices`` as multipart, the way curl -F sends it."""
+    form = {"name": name, "consent": f"{name} recorded this and agreed to its cloning.", **fields}
+    files = {"audio_sample": (f"{name}.bin", audio, media_type)}
+    return httpx.post(f"{server.url}/v1/audio/voices", data=form, files=files, timeout=60)
