@@ -172,6 +172,9 @@ class _Progress:
     playback_end: float | None = None
     """When the client will have played all audio sent so far (real-time playback from the first chunk)."""
     segment_submitted_at: float = 0.0
+    produced_end: float | None = None
+    """The worker's own view of ``playback_end``, updated the moment it hands audio over (the loop's view
+    lags by a callback), so it can decide to yield its worker without waiting for the loop."""
 
 
 class Utterance:
@@ -330,6 +333,7 @@ class Utterance:
                 if len(out):
                     run.audio_samples += len(out)
                     self._post(AudioReady(segment.index, out))
+                    self._note_produced(len(out) / self.output_rate)
                 if self._should_yield_worker():
                     # Others are closer to running dry: continue this segment when our own buffer needs it.
                     self._job = self._pipeline.scheduler.submit(
@@ -369,11 +373,16 @@ class Utterance:
             run.chunks = iter(self._engine.synthesize(text, self.request))
         return run
 
+    def _note_produced(self, duration_s: float) -> None:
+        now = time.monotonic()
+        end = self._progress.produced_end
+        self._progress.produced_end = (now if end is None else max(now, end)) + duration_s
+
     def _should_yield_worker(self) -> bool:
         """Yield between engine chunks when enough audio is buffered and another stream's work is more urgent."""
         if not self._engine.info.resumable:
             return False
-        playback_end = self._progress.playback_end
+        playback_end = self._progress.produced_end
         if playback_end is None or playback_end - time.monotonic() < YIELD_BUFFER_S:
             return False
         earliest = self._pipeline.scheduler.earliest_deadline()

@@ -161,8 +161,8 @@ def test_a_voice_whose_files_vanished_is_dropped_at_restart(piper_engine: PiperE
     upload(first, "kept", wav_clip())
     upload(first, "lost", wav_clip())
     first.stop()
-    store = VoiceStore(data_dir)
-    lost = store.get("lost")
+    with VoiceStore(data_dir) as store:
+        lost = store.get("lost")
     (data_dir / "voices" / "items" / lost.id / "audio.flac").unlink()
 
     second = restarted(piper_engine, data_dir)

@@ -7,9 +7,19 @@
     voxserve voices import FILE [--name NEW]
 
 Without ``--url`` the library in ``--data-dir`` (default ``$VOXSERVE_DATA_DIR`` or the
-per-user data dir) is changed directly — also how a ``.vxv`` file is baked into a
-container image at build time; with ``--url`` (and ``--api-key``) the server's API is
-used, e.g. to ship a voice made locally to a running endpoint.
+per-user data dir) is changed directly; with ``--url`` (and ``--api-key``) the server's
+API is used, e.g. to ship a voice made locally to a running endpoint.
+
+Shipping a voice:
+  to a running server:  voxserve voices import jane.vxv --url https://host --api-key KEY
+  to a SageMaker endpoint: POST /invocations, X-Amzn-SageMaker-Custom-Attributes:
+      route=/v1/audio/voices/import, body {"file": "<base64 of jane.vxv>"}
+  into a container image, at build time (the library is plain files; set the same dir at run time):
+      ENV VOXSERVE_DATA_DIR=/opt/voxserve/data
+      COPY jane.vxv /tmp/jane.vxv
+      RUN voxserve voices import /tmp/jane.vxv && rm /tmp/jane.vxv
+  A .vxv exported from a server carries the clone prompts it computed; one from a local library
+  gets its prompt on first use (then kept).
 """
 
 from __future__ import annotations

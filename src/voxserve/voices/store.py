@@ -248,7 +248,11 @@ class VoiceStore:
             prompts=tuple(PromptRecord(p.engine, p.model, model_key(p.engine, p.model), time.time()) for p in prompts),
         )
         staging = self._stage(voice, audio, prompts)
-        item = self._publish(staging)
+        try:
+            item = self._publish(staging)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         try:
             self._commit(voice)
         except BaseException:
