@@ -271,3 +271,10 @@ async def test_an_endpoint_whose_stream_client_cannot_run_says_what_to_install(m
     monkeypatch.setattr(bidi, "load_bidi_sdk", unavailable)
     with pytest.raises(UiError, match=r'needs Python >= 3\.12 and pip install "voxserve\[sagemaker-bidi\]"'):
         await collect(SpeechBackend.for_sagemaker("tts", region="us-west-2"), SpeakRequest(TEXT))
+
+
+def test_saved_voices_from_the_library_appear_by_name() -> None:
+    from voxserve.ui.backend import Catalogue
+
+    body = {"voices": ["Vivian"], "uploaded_voices": [{"name": "grandma", "consent": "she agreed"}, "legacy"]}
+    assert Catalogue.from_json(body).voices == ("Vivian", "grandma", "legacy")

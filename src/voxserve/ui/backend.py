@@ -70,7 +70,8 @@ class Catalogue:
     def from_json(cls, body: dict[str, Any]) -> Catalogue:
         """Read a ``GET /v1/audio/voices`` body."""
         voices = tuple(str(v) for v in body.get("voices") or ())
-        uploaded = tuple(str(v) for v in body.get("uploaded_voices") or () if str(v) not in voices)
+        saved = (v["name"] if isinstance(v, dict) else v for v in body.get("uploaded_voices") or ())
+        uploaded = tuple(name for name in map(str, saved) if name not in voices)
         return cls(
             voices=voices + uploaded,
             default_voice=body.get("default_voice") or (voices[0] if voices else None),
