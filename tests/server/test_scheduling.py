@@ -7,9 +7,9 @@ import json
 import time
 
 import pytest
-from support.live_server import LiveServer, start_server
 from websockets.asyncio.client import connect
 
+from support.live_server import LiveServer, start_server
 from voxserve.engines.piper import PiperEngine
 from voxserve.settings import Settings
 
