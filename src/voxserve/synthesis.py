@@ -201,6 +201,7 @@ class Utterance:
         self._loop = asyncio.get_running_loop()
         self._events: asyncio.Queue[UtteranceEvent] = asyncio.Queue()
         self._pending: deque[Segment] = deque()
+        self._segments_seen = 0
         self._job: Job | None = None
         self._input_done = False
         self._done = False
@@ -225,7 +226,7 @@ class Utterance:
         if self._progress.started_at is None:
             self._progress.started_at = time.monotonic()
         self.usage.characters += len(text)
-        self._pending.extend(self._segmenter.feed(text))
+        self._queue_segments(self._segmenter.feed(text))
         self._submit_next()
 
     def finish(self) -> None:
@@ -235,9 +236,15 @@ class Utterance:
         self._input_done = True
         if self._progress.started_at is None:
             self._progress.started_at = time.monotonic()
-        self._pending.extend(self._segmenter.flush())
+        self._queue_segments(self._segmenter.flush())
         self._submit_next()
         self._maybe_finish()
+
+    def _queue_segments(self, segments: list[Segment]) -> None:
+        # Number segments per utterance (the segmenter restarts its count after a flush).
+        for segment in segments:
+            self._pending.append(Segment(segment.text, self._segments_seen))
+            self._segments_seen += 1
 
     def cancel(self) -> None:
         """Stop now: the running segment stops between engine chunks, nothing else is synthesized."""

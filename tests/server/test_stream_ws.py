@@ -56,6 +56,7 @@ async def test_older_generation_session_gets_one_wav_file_per_sentence(server: L
     files = [i for i in items if isinstance(i, bytes)]
     assert len(starts) == len(dones) == len(files) >= 3
     assert "".join(s["sentence_text"] for s in starts) == PARAGRAPH
+    assert [s["sentence_index"] for s in starts] == list(range(len(starts)))
     for start, done, data in zip(starts, dones, files, strict=True):
         assert start["format"] == "wav" and start["sample_rate"] == 24000 and start["channels"] == 1
         assert done["total_bytes"] == len(data) and done["error"] is False

@@ -28,6 +28,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--max-input-chars", type=int, help="HTTP input limit (default 10000).")
     p.add_argument("--data-dir", help="Where saved voices live (default: per-user data dir).")
     p.add_argument("--allow-remote-ref-audio", action="store_true", help="Let ref_audio be an http(s) URL.")
+    p.add_argument(
+        "--model-alias",
+        action="append",
+        default=[],
+        metavar="ALIAS=MODEL",
+        help="Extra model name accepted for the served model (repeatable; OpenAI names are built in).",
+    )
+    p.add_argument(
+        "--voice-alias",
+        action="append",
+        default=[],
+        metavar="ALIAS=VOICE",
+        help="Map a voice name to one of the engine's voices, e.g. alloy=Vivian (repeatable).",
+    )
     p.add_argument("--sagemaker", action="store_true", help="SageMaker container mode: 0.0.0.0:8080, /ping.")
     p.add_argument("--log-level", default=os.environ.get("VOXSERVE_LOG_LEVEL", "info"),
                    choices=("critical", "error", "warning", "info", "debug"))  # fmt: skip
@@ -43,6 +57,16 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _aliases(pairs: list[str], flag: str) -> dict[str, str]:
+    aliases = {}
+    for pair in pairs:
+        name, sep, target = pair.partition("=")
+        if not sep or not name.strip() or not target.strip():
+            raise SystemExit(f"{flag} expects ALIAS=TARGET, got {pair!r}")
+        aliases[name.strip()] = target.strip()
+    return aliases
+
+
 def build_settings(args: argparse.Namespace) -> Settings:
     if args.sagemaker:
         from voxserve.server.sagemaker.config import sagemaker_settings
@@ -55,6 +79,8 @@ def build_settings(args: argparse.Namespace) -> Settings:
         insecure=args.insecure or None, workers=args.workers, max_streams=args.max_streams,
         max_input_chars=args.max_input_chars, data_dir=args.data_dir,
         allow_remote_ref_audio=args.allow_remote_ref_audio or None, log_level=args.log_level,
+        model_aliases=_aliases(args.model_alias, "--model-alias") or None,
+        voice_aliases=_aliases(args.voice_alias, "--voice-alias") or None,
     )  # fmt: skip
     if args.voice and settings.engine != "piper":
         raise SystemExit("--voice is a Piper voice file; use --model with --engine qwen3")

@@ -83,10 +83,12 @@ def _resolve_voice(state: ServerState, engine: Engine, voice: str | None) -> str
     they mean "the default" too, so drop-in clients that always send a voice keep working."""
     if voice is None:
         return None
+    aliases = state.voice_aliases(engine.info)
+    if voice.lower() in aliases:
+        return aliases[voice.lower()]
     if not engine.info.voices and voice.lower() in OPENAI_VOICE_ALIASES:
         return None
-    aliases = state.voice_aliases(engine.info)
-    return aliases.get(voice.lower(), voice)
+    return voice
 
 
 async def resolve_speech(state: ServerState, engine: Engine, options: SpeechOptions) -> ResolvedSpeech:
