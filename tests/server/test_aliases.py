@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import httpx
-from support.live_server import start_server
 
+from support.live_server import start_server
 from voxserve.cli.main import build_parser
 from voxserve.cli.serve import build_settings
 from voxserve.engines.piper import PiperEngine
@@ -18,8 +18,8 @@ def test_alias_flags_reach_the_server(piper_engine: PiperEngine) -> None:
     assert settings.voice_aliases == {"Narrator": "en_US-joe-medium"}
     live = start_server(settings, engine=piper_engine)
     try:
-        ok = httpx.post(f"{live.url}/v1/audio/speech",
-                        json={"input": "Hi.", "voice": "narrator", "model": "my-tts", "response_format": "pcm"})  # fmt: skip
+        body = {"input": "Hi.", "voice": "narrator", "model": "my-tts", "response_format": "pcm"}
+        ok = httpx.post(f"{live.url}/v1/audio/speech", json=body)
         assert ok.status_code == 200, ok.text
         voices = httpx.get(f"{live.url}/v1/audio/voices").json()
         assert voices["aliases"]["narrator"] == "en_US-joe-medium"
