@@ -13,24 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from voxserve.errors import BadRequestError
+from voxserve.languages import QWEN3_LANGUAGES
 from voxserve.voices.names import validate_name
 
 MAX_CONSENT_CHARS = 1000
 MAX_REF_TEXT_CHARS = 2000
 MAX_DESCRIPTION_CHARS = 1000
-LANGUAGES = (
-    "Auto",
-    "Chinese",
-    "English",
-    "Japanese",
-    "Korean",
-    "German",
-    "French",
-    "Russian",
-    "Portuguese",
-    "Spanish",
-    "Italian",
-)
+LANGUAGES = QWEN3_LANGUAGES
 
 
 @dataclass(frozen=True, slots=True)

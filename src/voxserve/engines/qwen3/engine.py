@@ -50,24 +50,13 @@ from voxserve.engines.qwen3.prompt_cache import PromptCache, prompt_key
 from voxserve.engines.qwen3.stream_decoder import StreamDecoder
 from voxserve.engines.qwen3.validation import TASK_BY_VARIANT, Qwen3ModelFacts, validate_request
 from voxserve.errors import EngineError
+from voxserve.languages import QWEN3_LANGUAGES
 
 logger = logging.getLogger(__name__)
 
 SAMPLE_RATE = 24_000
 DEFAULT_STREAM_SCHEDULE = (2, 4, 8, 16, 25)
-LANGUAGE_ORDER = (
-    "Auto",
-    "Chinese",
-    "English",
-    "Japanese",
-    "Korean",
-    "German",
-    "French",
-    "Russian",
-    "Portuguese",
-    "Spanish",
-    "Italian",
-)
+LANGUAGE_ORDER = QWEN3_LANGUAGES
 DEFAULT_SPEAKER = "Vivian"
 """vLLM-Omni's default CustomVoice speaker; listed first (= our default) when the checkpoint has it."""
 
