@@ -10,13 +10,15 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 DEPLOY = Path(__file__).parents[2] / "deploy" / "sagemaker"
 DOCKERFILES = [DEPLOY / "Dockerfile.cpu", DEPLOY / "Dockerfile.cuda"]
-HADOLINT = shutil.which("hadolint")
+# The binary sits beside the interpreter when the venv is not activated (as in scripts/test).
+HADOLINT = shutil.which("hadolint", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
