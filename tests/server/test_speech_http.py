@@ -181,3 +181,26 @@ def test_health_answers_while_a_long_synthesis_runs(server: LiveServer) -> None:
     thread.join()
     # Ordering, not a timing: every probe was answered before the synthesis finished.
     assert finished and max(answered) < finished[0]
+
+
+def test_client_disconnect_cancels_the_synthesis(server: LiveServer) -> None:
+    import time
+
+    def cancellations() -> float:
+        for line in httpx.get(f"{server.url}/metrics").text.splitlines():
+            if line.startswith('voxserve_cancellations_total{engine="piper",protocol="http"}'):
+                return float(line.split()[-1])
+        return 0.0
+
+    state = server.state
+    before = cancellations()
+    long_text = " ".join(["Nobody will hear the end of this long sentence."] * 40)
+    body = {"input": long_text, "response_format": "pcm", "stream_format": "audio"}
+    with httpx.stream("POST", f"{server.url}/v1/audio/speech", json=body) as response:
+        next(response.iter_raw())  # audio is flowing; now hang up
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (state.pipeline.active or state.pipeline.scheduler.busy):
+        time.sleep(0.05)
+    assert state.pipeline.active == 0
+    assert state.pipeline.scheduler.busy == 0 and state.pipeline.scheduler.queued == 0
+    assert cancellations() == before + 1  # stopped by the hang-up, not by finishing
