@@ -44,6 +44,8 @@ class Settings:
     ws_config_timeout_s: float = 10.0
     allow_remote_ref_audio: bool = False
     data_dir: str | None = None
+    max_voices: int | None = None
+    """Saved-voice cap; None = ``VOXSERVE_MAX_VOICES`` or 1000."""
     sagemaker: bool = False
     sagemaker_default_route: str = "/v1/audio/speech"
     warmup: bool = True

@@ -58,3 +58,20 @@ async def test_the_voice_count_cap_is_a_clear_409_even_under_a_race(
         assert len(catalogue["uploaded_voices"]) == 3
     finally:
         live.stop()
+
+
+def test_the_cap_can_be_set_by_flag(piper_engine: PiperEngine, data_dir: Path) -> None:
+    from voxserve.cli.main import build_parser
+    from voxserve.cli.serve import build_settings
+
+    settings = build_settings(build_parser().parse_args(["serve", "--max-voices", "1", "--data-dir", str(data_dir)]))
+    live = start_server(settings, engine=piper_engine)
+    try:
+        form = {"consent": "Recorded by the tester, who agreed."}
+        files = {"audio_sample": ("ref.wav", wav_clip(2.0), "audio/wav")}
+        first = httpx.post(f"{live.url}/v1/audio/voices", data={**form, "name": "one"}, files=files, timeout=60)
+        second = httpx.post(f"{live.url}/v1/audio/voices", data={**form, "name": "two"}, files=files, timeout=60)
+        assert first.status_code == 200, first.text
+        assert second.status_code == 409 and "--max-voices" in second.json()["error"]
+    finally:
+        live.stop()

@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--max-streams", type=int, help="Concurrent streams before 429/1013 (default 64).")
     p.add_argument("--max-input-chars", type=int, help="HTTP input limit (default 10000).")
     p.add_argument("--data-dir", help="Where saved voices live (default: per-user data dir).")
+    p.add_argument("--max-voices", type=int, help="Saved-voice cap (default 1000, or VOXSERVE_MAX_VOICES).")
     p.add_argument("--allow-remote-ref-audio", action="store_true", help="Let ref_audio be an http(s) URL.")
     p.add_argument(
         "--model-alias",
@@ -77,7 +78,7 @@ def build_settings(args: argparse.Namespace) -> Settings:
         host=args.host, port=args.port, engine=args.engine, model=args.model or args.voice, device=args.device,
         dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization, api_key=args.api_key,
         insecure=args.insecure or None, workers=args.workers, max_streams=args.max_streams,
-        max_input_chars=args.max_input_chars, data_dir=args.data_dir,
+        max_input_chars=args.max_input_chars, data_dir=args.data_dir, max_voices=args.max_voices,
         allow_remote_ref_audio=args.allow_remote_ref_audio or None, log_level=args.log_level,
         model_aliases=_aliases(args.model_alias, "--model-alias") or None,
         voice_aliases=_aliases(args.voice_alias, "--voice-alias") or None,

@@ -367,7 +367,7 @@ class VoiceStore:
         if count >= self.max_voices:
             raise ConflictError(
                 f"The voice library is full ({count} voices; the limit is {self.max_voices}, set by "
-                "VOXSERVE_MAX_VOICES). Delete a voice first.",
+                "--max-voices or VOXSERVE_MAX_VOICES). Delete a voice first.",
                 param="name",
             )
 

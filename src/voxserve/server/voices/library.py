@@ -53,7 +53,7 @@ class VoiceLibrary:
     async def open(cls, settings: Settings) -> VoiceLibrary:
         """The library in ``settings.data_dir`` (default: the per-user data dir), recovered and locked."""
         data_dir = settings.data_dir or default_data_dir()
-        store = VoiceStore(data_dir, max_voices=max_voices_from_env())
+        store = VoiceStore(data_dir, max_voices=settings.max_voices or max_voices_from_env())
         await asyncio.to_thread(store.open)
         logger.info("voices: library in %s (%d saved)", store.root, await asyncio.to_thread(store.count))
         return cls(store)
