@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from voxserve.encoders.registry import AUDIO_FORMATS, create_encoder, default_sample_rate
+from voxserve.encoders.registry import AUDIO_FORMATS, default_sample_rate, encode_file
 from voxserve.engines.base import SynthesisRequest
 from voxserve.engines.registry import default_worker_count, load_engine
 from voxserve.scheduler import Scheduler
@@ -54,9 +54,8 @@ async def synthesize_to_bytes(settings: Settings, text: str, fmt: str, speed: fl
             elif isinstance(event, SegmentFinished) and event.error is not None:
                 raise SystemExit(f"synthesis failed: {event.error.message}")
         utterance.close()
-        encoder = create_encoder(fmt, rate, streaming=False)
         samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-        return encoder.header() + encoder.encode(samples) + encoder.finish()
+        return encode_file(fmt, rate, samples)
     finally:
         scheduler.close()
         engine.close()

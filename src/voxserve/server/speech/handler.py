@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -10,7 +11,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 from starlette.responses import Response, StreamingResponse
 
-from voxserve.encoders.registry import CONTENT_TYPES, create_encoder
+from voxserve.encoders.registry import CONTENT_TYPES, create_encoder, encode_file
 from voxserve.errors import BadRequestError, VoxserveError
 from voxserve.server.options import resolve_speech
 from voxserve.server.speech.protocol import SpeechRequest
@@ -96,9 +97,8 @@ async def _whole_file(utterance: Utterance, fmt: str, rate: int, headers: dict[s
             parts.append(event.samples)
         elif isinstance(event, SegmentFinished) and event.error is not None:
             raise event.error
-    encoder = create_encoder(fmt, rate, streaming=False)
     samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-    data = encoder.header() + encoder.encode(samples) + encoder.finish()
+    data = await asyncio.to_thread(encode_file, fmt, rate, samples)
     return Response(data, media_type=CONTENT_TYPES[fmt], headers=headers)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from voxserve.audio.chunk import float_to_int16_bytes
-from voxserve.encoders.registry import create_encoder
+from voxserve.encoders.registry import encode_file
 from voxserve.errors import NotReadyError, PayloadTooLargeError, TooBusyError, VoxserveError
 from voxserve.server.auth import bearer_token, key_matches
 from voxserve.server.options import ResolvedSpeech, resolve_speech
@@ -323,8 +323,8 @@ class StreamSession:
                         sentence_samples.append(event.samples)
                 elif isinstance(event, SegmentFinished):
                     if not config.stream_audio and sentence_samples:
-                        encoder = create_encoder(fmt, rate, streaming=False)
-                        data = encoder.header() + encoder.encode(np.concatenate(sentence_samples)) + encoder.finish()
+                        samples = np.concatenate(sentence_samples)
+                        data = await asyncio.to_thread(encode_file, fmt, rate, samples)
                         sentence_bytes = len(data)
                         async with self._send_lock:
                             await self._guarded(self.ws.send_bytes(data))
