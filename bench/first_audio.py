@@ -2,7 +2,7 @@
 
     python bench/first_audio.py [--url http://127.0.0.1:8000] [--repeats 5]
 
-Without --url it starts ``voxserve serve`` on a free port itself. Reports medians of
+Without --url it starts ``speakwire serve`` on a free port itself. Reports medians of
 ``--repeats`` runs after one warm-up:
 - HTTP: time to the first audio byte of ``stream_format: audio`` (PCM), beside the time
   to synthesize the whole paragraph (last byte);
@@ -24,7 +24,7 @@ import time
 
 import httpx
 
-from voxserve.client.stream import SpeechStreamClient
+from speakwire.client.stream import SpeechStreamClient
 
 PARAGRAPH = (
     "Thanks for calling, this is the voice assistant speaking. Your order shipped this morning and should "
@@ -77,7 +77,7 @@ def main() -> None:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         server = subprocess.Popen(
-            [sys.executable, "-m", "voxserve", "serve", "--port", str(port), "--log-level", "warning"]
+            [sys.executable, "-m", "speakwire", "serve", "--port", str(port), "--log-level", "warning"]
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

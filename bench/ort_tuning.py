@@ -43,12 +43,12 @@ from typing import Any
 import numpy as np
 import onnxruntime
 
-from voxserve.bench.engine_loop import run_engine_level
-from voxserve.bench.machine import describe, one_line
-from voxserve.bench.runner import find_texts
-from voxserve.bench.servers import CpuMeter
-from voxserve.engines.base import SynthesisRequest
-from voxserve.engines.piper import PiperEngine, PiperOptions, embedded_voice_paths
+from speakwire.bench.engine_loop import run_engine_level
+from speakwire.bench.machine import describe, one_line
+from speakwire.bench.runner import find_texts
+from speakwire.bench.servers import CpuMeter
+from speakwire.engines.base import SynthesisRequest
+from speakwire.engines.piper import PiperEngine, PiperOptions, embedded_voice_paths
 
 SENTENCE = "Outside the windows, fishing boats rocked gently in the harbor while gulls circled above the nets."
 GRID = [(workers, intra) for workers in (1, 2) for intra in (1, 2)]

@@ -4,7 +4,7 @@
     python bench/piper_first_chunk.py --repeats 3 --threads 2
 
 Why: ``PiperOptions.stream_frames`` yields each sentence in growing windows of frames after the
-frontend (``voxserve.engines.piper_stream``), instead of one chunk when the whole sentence is decoded.
+frontend (``speakwire.engines.piper_stream``), instead of one chunk when the whole sentence is decoded.
 It should cut the time to the first chunk and cost some total time (the windows' context is decoded
 twice). This measures both through ``PiperEngine.synthesize``, the call the pipeline makes, on a
 94-character sentence, a 205-character sentence and a 569-character paragraph (six espeak
@@ -22,9 +22,9 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from voxserve.bench.machine import describe, one_line
-from voxserve.engines.base import SynthesisRequest
-from voxserve.engines.piper import PiperEngine, PiperOptions
+from speakwire.bench.machine import describe, one_line
+from speakwire.engines.base import SynthesisRequest
+from speakwire.engines.piper import PiperEngine, PiperOptions
 
 TEXTS = {
     "sentence": "Outside the windows, fishing boats rocked gently in the harbor while gulls circled above them.",

@@ -53,8 +53,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from voxserve.engines.base import SynthesisRequest
-    from voxserve.engines.qwen3 import load_qwen3_engine
+    from speakwire.engines.base import SynthesisRequest
+    from speakwire.engines.qwen3 import load_qwen3_engine
 
     sys.path.insert(0, str(TESTS))  # the tiny checkpoint builder and EOS steering live with the tests
     from qwen3_testing import noise_clip, steer_eos
@@ -108,8 +108,8 @@ def main() -> None:
     )
     print(f"text: {args.text!r}; repeats: {args.repeats} after 1 warm-up")
     print(f"{'path':<46} {'median':>9} {'min':>9}")
-    print(f"{'voxserve streaming: first chunk (2 frames)':<46} {_ms(ours)}")
-    print(f"{'voxserve streaming: last chunk':<46} {_ms(ours_total)}")
+    print(f"{'speakwire streaming: first chunk (2 frames)':<46} {_ms(ours)}")
+    print(f"{'speakwire streaming: last chunk':<46} {_ms(ours_total)}")
     print(f"{'qwen-tts generate: complete result':<46} {_ms(theirs)}")
     print(f"speed-up of first audio (median): {statistics.median(theirs) / statistics.median(ours):.1f}x")
     if frames_ours != frames_theirs:

@@ -12,7 +12,7 @@ stream) to the first body byte:
   restarts or the reference falls out of the LRU;
 - ``inline, repeated``: the same data URI again on one server (LRU hit; decoding,
   base64 and hashing of the clip remain); the first request is excluded;
-- ``saved, first use``: a voice saved without a prompt (as ``voxserve voices add
+- ``saved, first use``: a voice saved without a prompt (as ``speakwire voices add
   --data-dir`` or a Piper server saves one), first request on a fresh server: the
   prompt is encoded and written down;
 - ``saved, after restart``: a fresh server and engine per sample on a library whose
@@ -92,9 +92,9 @@ class Bench:
         self._saved_library: Path | None = None
 
     def server(self, data_dir: Path) -> Any:
+        from speakwire.engines.qwen3 import load_qwen3_engine
+        from speakwire.settings import Settings
         from support.live_server import start_server
-        from voxserve.engines.qwen3 import load_qwen3_engine
-        from voxserve.settings import Settings
 
         settings = Settings(engine="qwen3", model=self.model, data_dir=str(data_dir))
         return start_server(settings, engine=load_qwen3_engine(self.model), ready_timeout=600)
@@ -132,9 +132,9 @@ class Bench:
             finally:
                 server.stop()
         else:
-            from voxserve.voices.audio import normalise_reference
-            from voxserve.voices.fields import voice_fields
-            from voxserve.voices.store import VoiceStore
+            from speakwire.voices.audio import normalise_reference
+            from speakwire.voices.fields import voice_fields
+            from speakwire.voices.store import VoiceStore
 
             with VoiceStore(data_dir) as store:
                 fields = voice_fields(name="bench", consent="Synthetic benchmark clip.", ref_text=REF_TEXT)
@@ -188,10 +188,10 @@ class Bench:
 
 def components(model: str, data_uri: str, repeats: int) -> dict[str, list[float]]:
     """The per-request work behind the cases, timed in-process: what a saved voice saves."""
-    from voxserve.audio.decode import decode_reference_audio, parse_audio_reference
-    from voxserve.engines.base import SynthesisRequest
-    from voxserve.engines.qwen3 import load_qwen3_engine
-    from voxserve.voices.prompts import dump_prompt, load_prompt
+    from speakwire.audio.decode import decode_reference_audio, parse_audio_reference
+    from speakwire.engines.base import SynthesisRequest
+    from speakwire.engines.qwen3 import load_qwen3_engine
+    from speakwire.voices.prompts import dump_prompt, load_prompt
 
     engine = load_qwen3_engine(model)
     times: dict[str, list[float]] = {"decode the data URI": [], "encode the prompt": [], "load the stored prompt": []}

@@ -10,8 +10,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from speakwire.engines.piper import PiperEngine
 from support.live_server import LiveServer, start_server
-from voxserve.engines.piper import PiperEngine
 
 
 @pytest.fixture(scope="session")

@@ -6,10 +6,10 @@ import asyncio
 
 import numpy as np
 
-from voxserve.engines.base import SynthesisRequest
-from voxserve.engines.piper import PiperEngine
-from voxserve.scheduler import Scheduler
-from voxserve.synthesis import AudioReady, SegmentFinished, SegmentStarted, SynthesisPipeline, UtteranceFinished
+from speakwire.engines.base import SynthesisRequest
+from speakwire.engines.piper import PiperEngine
+from speakwire.scheduler import Scheduler
+from speakwire.synthesis import AudioReady, SegmentFinished, SegmentStarted, SynthesisPipeline, UtteranceFinished
 
 SENTENCES = [
     "The first sentence is long enough to stand alone. ",

@@ -15,8 +15,8 @@ import av
 import numpy as np
 import pytest
 
-from voxserve.audio.decode import decode_reference_audio, parse_audio_reference
-from voxserve.errors import BadRequestError, PayloadTooLargeError
+from speakwire.audio.decode import decode_reference_audio, parse_audio_reference
+from speakwire.errors import BadRequestError, PayloadTooLargeError
 
 
 def tone(seconds: float, rate: int, *, freq: float = 440.0, channels: int = 1) -> np.ndarray:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voxserve.audio.chunk import Float32Array
-from voxserve.audio.resample import StreamResampler
+from speakwire.audio.chunk import Float32Array
+from speakwire.audio.resample import StreamResampler
 
 RATE_PAIRS = [(22050, 24000), (24000, 8000), (22050, 48000), (24000, 16000), (16000, 44100)]
 UNEVEN_CHUNKS = (137, 4096, 1, 999, 2000, 3, 480)

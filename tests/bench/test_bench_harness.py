@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from speakwire.bench.engine_loop import run_engine_level
+from speakwire.bench.loadgen import SpeakwireHttpTarget, SpeakwireWebSocketTarget, StreamTarget, run_level
+from speakwire.bench.report import markdown, write_all
+from speakwire.bench.results import LevelResult
+from speakwire.bench.servers import CpuMeter, server_counter
+from speakwire.engines.piper import PiperEngine
 from support.live_server import LiveServer
-from voxserve.bench.engine_loop import run_engine_level
-from voxserve.bench.loadgen import StreamTarget, VoxserveHttpTarget, VoxserveWebSocketTarget, run_level
-from voxserve.bench.report import markdown, write_all
-from voxserve.bench.results import LevelResult
-from voxserve.bench.servers import CpuMeter, server_counter
-from voxserve.engines.piper import PiperEngine
 
 PARAGRAPH = "Good morning, and welcome to the show. Today we talk about streaming speech."
 
@@ -44,9 +44,9 @@ def assert_sane(level: LevelResult, *, target: str, concurrency: int, streams: i
 async def test_load_generator_reports_every_stream_at_concurrency_two(server: LiveServer, kind: str) -> None:
     target: StreamTarget
     if kind == "http":
-        target = VoxserveHttpTarget(server.url, timeout_s=60)
+        target = SpeakwireHttpTarget(server.url, timeout_s=60)
     else:
-        target = VoxserveWebSocketTarget(server.ws_url, timeout_s=60, words_per_piece=3, piece_interval_s=0.01)
+        target = SpeakwireWebSocketTarget(server.ws_url, timeout_s=60, words_per_piece=3, piece_interval_s=0.01)
     level = await run_level(target, [PARAGRAPH], concurrency=2, streams=2)
     assert_sane(level, target=target.name, concurrency=2, streams=2)
     # s16le mono at the 24 kHz the server announced: every byte pair is one sample.
@@ -54,18 +54,18 @@ async def test_load_generator_reports_every_stream_at_concurrency_two(server: Li
 
 
 async def test_both_protocols_deliver_the_same_amount_of_audio_for_the_same_text(server: LiveServer) -> None:
-    http = await run_level(VoxserveHttpTarget(server.url), [PARAGRAPH], concurrency=1, streams=1)
+    http = await run_level(SpeakwireHttpTarget(server.url), [PARAGRAPH], concurrency=1, streams=1)
     ws = await run_level(
-        VoxserveWebSocketTarget(server.ws_url, piece_interval_s=0.0), [PARAGRAPH], concurrency=1, streams=1
+        SpeakwireWebSocketTarget(server.ws_url, piece_interval_s=0.0), [PARAGRAPH], concurrency=1, streams=1
     )
     # Piper samples noise, so lengths differ a little between runs; the same words give similar audio.
     assert http.streams[0].audio_s == pytest.approx(ws.streams[0].audio_s, rel=0.25)
 
 
 def test_server_metrics_and_cpu_are_read_around_a_level(server: LiveServer) -> None:
-    underruns = server_counter(server.url, "voxserve_underruns_total")
+    underruns = server_counter(server.url, "speakwire_underruns_total")
     assert underruns is None or underruns >= 0
-    assert server_counter(server.url, "voxserve_no_such_metric_total") is None
+    assert server_counter(server.url, "speakwire_no_such_metric_total") is None
     meter = CpuMeter(None)
     meter.start()
     assert meter.stop() is None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from voxserve.bench.loadgen import parse_wav_head, text_pieces
-from voxserve.bench.playback import PlaybackSimulator, simulate
-from voxserve.bench.results import LevelResult, percentile, record_from_arrivals
+from speakwire.bench.loadgen import parse_wav_head, text_pieces
+from speakwire.bench.playback import PlaybackSimulator, simulate
+from speakwire.bench.results import LevelResult, percentile, record_from_arrivals
 
 # 100 bytes play for one second, so the arithmetic below reads in seconds.
 RATE = 100.0

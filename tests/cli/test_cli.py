@@ -1,4 +1,4 @@
-"""The voxserve command line, run as a user would: real processes, real files, a real server."""
+"""The speakwire command line, run as a user would: real processes, real files, a real server."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ import soundfile as sf
 
 from support.live_server import LiveServer, free_port
 
-VOXSERVE = [sys.executable, "-m", "voxserve"]
+SPEAKWIRE = [sys.executable, "-m", "speakwire"]
 
 
 def run(*args: str, timeout: float = 120, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([*VOXSERVE, *args], capture_output=True, timeout=timeout, check=False, **kwargs)  # type: ignore[call-overload]
+    return subprocess.run([*SPEAKWIRE, *args], capture_output=True, timeout=timeout, check=False, **kwargs)  # type: ignore[call-overload]
 
 
 def test_say_writes_a_wav_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "hello.wav"
-    result = run("say", "Hello there. This is voxserve.", "-o", str(out))
+    result = run("say", "Hello there. This is speakwire.", "-o", str(out))
     assert result.returncode == 0, result.stderr.decode()
     audio, rate = sf.read(out)
     assert rate == 24000 and len(audio) / rate > 1.0
@@ -44,7 +44,7 @@ def test_say_refuses_empty_text_and_unknown_formats(tmp_path) -> None:  # type: 
 
 def test_serve_starts_and_becomes_ready() -> None:
     port = free_port()
-    process = subprocess.Popen([*VOXSERVE, "serve", "--port", str(port), "--log-level", "warning"])
+    process = subprocess.Popen([*SPEAKWIRE, "serve", "--port", str(port), "--log-level", "warning"])
     try:
         deadline = time.monotonic() + 60
         status = None
@@ -66,7 +66,7 @@ def test_serve_starts_and_becomes_ready() -> None:
 
 
 def test_serve_refuses_a_public_host_without_a_key() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "VOXSERVE_API_KEY"}
+    env = {k: v for k, v in os.environ.items() if k != "SPEAKWIRE_API_KEY"}
     result = run("serve", "--host", "0.0.0.0", "--port", str(free_port()), env=env, timeout=30)
     assert result.returncode == 2
     assert b"--api-key" in result.stderr and b"--insecure" in result.stderr

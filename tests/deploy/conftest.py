@@ -16,7 +16,7 @@ import pytest
 from botocore.stub import Stubber
 from sagemaker_stubs import NAME, REGION, ROLE, Stubbed
 
-from voxserve.deploy.sagemaker.settings import DeploySettings
+from speakwire.deploy.sagemaker.settings import DeploySettings
 
 
 def _client(service: str) -> Any:

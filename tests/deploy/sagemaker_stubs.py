@@ -10,8 +10,8 @@ from botocore.stub import Stubber
 
 REGION = "us-west-2"
 ACCOUNT = "210987654321"
-NAME = "voxserve-test"
-ROLE = f"arn:aws:iam::{ACCOUNT}:role/VoxserveSageMakerRole"
+NAME = "speakwire-test"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/SpeakwireSageMakerRole"
 WHEN = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 FAST_WAITER = {"Delay": 0, "MaxAttempts": 5}
 

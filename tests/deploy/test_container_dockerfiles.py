@@ -48,8 +48,8 @@ def test_the_image_declares_bidirectional_streaming_port_8080_and_an_exec_form_e
 
     assert "com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true" in final_stage
     assert re.search(r"^EXPOSE 8080$", final_stage, re.MULTILINE)
-    assert re.search(r'^ENTRYPOINT \["/usr/local/bin/voxserve-entrypoint"\]$', final_stage, re.MULTILINE)
-    assert "COPY deploy/sagemaker/entrypoint.sh /usr/local/bin/voxserve-entrypoint" in final_stage
+    assert re.search(r'^ENTRYPOINT \["/usr/local/bin/speakwire-entrypoint"\]$', final_stage, re.MULTILINE)
+    assert "COPY deploy/sagemaker/entrypoint.sh /usr/local/bin/speakwire-entrypoint" in final_stage
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)

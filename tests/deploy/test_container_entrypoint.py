@@ -1,4 +1,4 @@
-"""deploy/sagemaker/entrypoint.sh, run for real under /bin/sh with a fake ``voxserve`` on PATH."""
+"""deploy/sagemaker/entrypoint.sh, run for real under /bin/sh with a fake ``speakwire`` on PATH."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 ENTRYPOINT = Path(__file__).parents[2] / "deploy" / "sagemaker" / "entrypoint.sh"
 
 # Prints its PID and arguments one per line, then (when asked) waits for SIGTERM and reports it.
-FAKE_VOXSERVE = """#!/bin/sh
+FAKE_SPEAKWIRE = """#!/bin/sh
 echo "pid=$$"
 for arg in "$@"; do echo "arg=$arg"; done
 if [ -n "${WAIT_FOR_TERM:-}" ]; then
@@ -28,8 +28,8 @@ fi
 def env(tmp_path: Path) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    fake = bin_dir / "voxserve"
-    fake.write_text(FAKE_VOXSERVE)
+    fake = bin_dir / "speakwire"
+    fake.write_text(FAKE_SPEAKWIRE)
     fake.chmod(0o755)
     return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
 
@@ -72,7 +72,7 @@ def test_no_arguments_means_serve(env: dict[str, str]) -> None:
 
 def test_any_other_command_runs_as_given(env: dict[str, str]) -> None:
     assert run(env, "echo", "hello world") == ["hello world"]
-    assert args_of(run(env, "voxserve", "say", "--text", "a b")) == ["say", "--text", "a b"]
+    assert args_of(run(env, "speakwire", "say", "--text", "a b")) == ["say", "--text", "a b"]
 
 
 def test_the_server_replaces_the_shell_and_receives_sigterm(env: dict[str, str]) -> None:

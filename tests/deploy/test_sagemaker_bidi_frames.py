@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from voxserve.deploy.sagemaker.bidi import normalize_invocation_path
-from voxserve.deploy.sagemaker.bidi_frames import BidiFrameAssembler, BidiFrameError, payload_for
+from speakwire.deploy.sagemaker.bidi import normalize_invocation_path
+from speakwire.deploy.sagemaker.bidi_frames import BidiFrameAssembler, BidiFrameError, payload_for
 
 
 def test_a_complete_utf8_part_is_one_text_message() -> None:

@@ -3,7 +3,7 @@
 SageMaker relays each WebSocket frame of the container as one PayloadPart (UTF8 → text,
 BINARY → binary; a fragmented message as PARTIAL parts closed by COMPLETE) and reports the
 container's Close frame as a ModelStreamError. ``SageMakerRelay`` does exactly that over a
-real WebSocket to a real voxserve, using the SDK's own model classes, so the transport and
+real WebSocket to a real speakwire, using the SDK's own model classes, so the transport and
 the protocol client run unchanged. Python ≥ 3.12 only (the SDK's requirement).
 """
 
@@ -20,11 +20,11 @@ if sys.version_info >= (3, 12):
     from websockets.asyncio.client import ClientConnection, connect
     from websockets.exceptions import ConnectionClosed
 
+    from speakwire.client.stream import SpeechStreamClient
+    from speakwire.client.transport import TransportClosed
+    from speakwire.deploy.sagemaker.bidi import SageMakerBidiTransport
+    from speakwire.deploy.sagemaker.smoke import run_smoke
     from support.live_server import LiveServer
-    from voxserve.client.stream import SpeechStreamClient
-    from voxserve.client.transport import TransportClosed
-    from voxserve.deploy.sagemaker.bidi import SageMakerBidiTransport
-    from voxserve.deploy.sagemaker.smoke import run_smoke
 
 
 class _RelayInput:

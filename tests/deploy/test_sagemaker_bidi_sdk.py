@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from voxserve.client.transport import TransportClosed
-from voxserve.deploy.sagemaker.bidi import (
+from speakwire.client.transport import TransportClosed
+from speakwire.deploy.sagemaker.bidi import (
     AwsCredentials,
     BidiClientUnavailableError,
     SageMakerBidiTransport,
@@ -27,7 +27,7 @@ from voxserve.deploy.sagemaker.bidi import (
     load_bidi_sdk,
     runtime_endpoint_uri,
 )
-from voxserve.deploy.sagemaker.smoke import run_smoke
+from speakwire.deploy.sagemaker.smoke import run_smoke
 
 CREDENTIALS = AwsCredentials("AKIDTESTTESTTESTTEST", "secret", "token")
 
@@ -40,7 +40,7 @@ needs_312 = pytest.mark.skipif(
 def test_on_python_311_the_sdk_is_refused_with_the_install_hint() -> None:
     load_bidi_sdk.cache_clear()
 
-    with pytest.raises(BidiClientUnavailableError, match=r"Python >= 3\.12.*voxserve\[sagemaker-bidi\]"):
+    with pytest.raises(BidiClientUnavailableError, match=r"Python >= 3\.12.*speakwire\[sagemaker-bidi\]"):
         load_bidi_sdk()
 
 
@@ -51,7 +51,7 @@ def test_on_python_311_the_sdk_is_refused_with_the_install_hint() -> None:
 def sdk() -> Any:
     if sys.version_info < (3, 12):
         pytest.skip("aws-sdk-sagemaker-runtime-http2 needs Python 3.12+")
-    pytest.importorskip("aws_sdk_sagemaker_runtime_http2", reason='pip install "voxserve[sagemaker-bidi]"')
+    pytest.importorskip("aws_sdk_sagemaker_runtime_http2", reason='pip install "speakwire[sagemaker-bidi]"')
     return load_bidi_sdk()
 
 
@@ -216,7 +216,7 @@ async def test_static_credentials_sign_the_request_and_only_the_network_fails(sd
 
     with pytest.raises(TransportClosed) as closed:
         await SageMakerBidiTransport.connect(
-            "voxserve-test",
+            "speakwire-test",
             region="us-west-2",
             model_invocation_path="/v1/audio/speech/stream",
             credentials=CREDENTIALS,
@@ -240,7 +240,7 @@ async def test_connecting_gives_up_at_its_deadline(sdk: Any) -> None:
     try:
         with pytest.raises(TransportClosed, match=r"did not open within 0\.5 s"):
             await SageMakerBidiTransport.connect(
-                "voxserve-test",
+                "speakwire-test",
                 region="us-west-2",
                 credentials=CREDENTIALS,
                 endpoint_uri=f"https://127.0.0.1:{port}",

@@ -1,4 +1,4 @@
-"""``voxserve sagemaker``: flags, exit codes, and no AWS call when the options are wrong."""
+"""``speakwire sagemaker``: flags, exit codes, and no AWS call when the options are wrong."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from sagemaker_stubs import FAST_WAITER, NAME, REGION, Stubbed, queue_delete_all
 
-from voxserve.cli import sagemaker as cli
-from voxserve.deploy.sagemaker import delete as delete_module
+from speakwire.cli import sagemaker as cli
+from speakwire.deploy.sagemaker import delete as delete_module
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="voxserve")
+    parser = argparse.ArgumentParser(prog="speakwire")
     cli.register(parser.add_subparsers(dest="command", required=True))
     return parser.parse_args(["sagemaker", *argv])
 
@@ -57,11 +57,11 @@ def test_deploy_flags_default_to_the_aws_samples_choices() -> None:
 
 def test_deploy_collects_repeated_env_flags_and_instance_types() -> None:
     args = parse(
-        "deploy", "--instance-types", "ml.g5.xlarge", "ml.g6.xlarge", "--env", "VOXSERVE_A=1", "--env", "B=2"
+        "deploy", "--instance-types", "ml.g5.xlarge", "ml.g6.xlarge", "--env", "SPEAKWIRE_A=1", "--env", "B=2"
     )
 
     assert args.instance_types == ["ml.g5.xlarge", "ml.g6.xlarge"]
-    assert args.env == ["VOXSERVE_A=1", "B=2"]
+    assert args.env == ["SPEAKWIRE_A=1", "B=2"]
 
 
 def test_a_placeholder_role_exits_2_before_any_aws_call(
@@ -153,4 +153,4 @@ def test_a_missing_boto3_is_reported_with_the_extra_to_install(
     args = parse("status", "--endpoint-name", NAME, "--region", REGION)
 
     assert args.func(args) == 2
-    assert 'pip install "voxserve[sagemaker]"' in capsys.readouterr().err
+    assert 'pip install "speakwire[sagemaker]"' in capsys.readouterr().err

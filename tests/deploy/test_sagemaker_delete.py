@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sagemaker_stubs import FAST_WAITER, NAME, Stubbed, endpoint_description, not_found, queue_delete_all
 
-from voxserve.deploy.sagemaker.delete import delete
+from speakwire.deploy.sagemaker.delete import delete
 
 
 def test_deleting_everything_reports_three_deletions_in_order(sm: Stubbed) -> None:

@@ -19,8 +19,8 @@ from sagemaker_stubs import (
     queue_delete_all,
 )
 
-from voxserve.deploy.sagemaker.deploy import deploy
-from voxserve.deploy.sagemaker.requests import (
+from speakwire.deploy.sagemaker.deploy import deploy
+from speakwire.deploy.sagemaker.requests import (
     create_endpoint_config_request,
     create_endpoint_request,
     create_model_request,
@@ -28,8 +28,8 @@ from voxserve.deploy.sagemaker.requests import (
     put_scaling_policy_request,
     register_scalable_target_request,
 )
-from voxserve.deploy.sagemaker.settings import AutoscalingSettings, DeploySettings
-from voxserve.deploy.sagemaker.smoke import SmokeResult
+from speakwire.deploy.sagemaker.settings import AutoscalingSettings, DeploySettings
+from speakwire.deploy.sagemaker.smoke import SmokeResult
 
 PASSED = SmokeResult(ok=True, reason="", pcm_bytes=48_000, sample_rate=24000, output_path=Path("v.wav"))
 FAILED = SmokeResult(ok=False, reason="no audio.done event", pcm_bytes=0, sample_rate=24000)
@@ -90,7 +90,7 @@ def test_a_kept_endpoint_that_passed_its_smoke_test_is_left_running(
     text = "\n".join(lines)
     assert f"{NAME}: Creating" in text and f"{NAME}: InService" in text  # one line per poll
     assert "InService on ml.g5.xlarge" in text
-    assert f"voxserve sagemaker delete --endpoint-name {NAME}" in text
+    assert f"speakwire sagemaker delete --endpoint-name {NAME}" in text
 
 
 def test_a_failed_smoke_test_deletes_endpoint_config_and_model_even_with_keep(

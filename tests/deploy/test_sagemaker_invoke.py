@@ -27,9 +27,9 @@ from botocore.awsrequest import AWSResponse
 from botocore.response import StreamingBody
 from sagemaker_stubs import NAME, REGION, Stubbed
 
-from voxserve.deploy.sagemaker.invoke import invoke, speech_request_body
-from voxserve.deploy.sagemaker.reference_audio import ReferenceAudioError, reference_wav
-from voxserve.deploy.sagemaker.speech_response import (
+from speakwire.deploy.sagemaker.invoke import invoke, speech_request_body
+from speakwire.deploy.sagemaker.reference_audio import ReferenceAudioError, reference_wav
+from speakwire.deploy.sagemaker.speech_response import (
     SpeechResponseError,
     finalize_wav,
     speech_response_wav,

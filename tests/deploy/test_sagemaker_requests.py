@@ -9,7 +9,7 @@ import botocore.session
 from botocore.validate import validate_parameters
 from sagemaker_stubs import NAME, REGION, ROLE
 
-from voxserve.deploy.sagemaker.requests import (
+from speakwire.deploy.sagemaker.requests import (
     container_environment,
     create_endpoint_config_request,
     create_endpoint_request,
@@ -18,7 +18,7 @@ from voxserve.deploy.sagemaker.requests import (
     put_scaling_policy_request,
     register_scalable_target_request,
 )
-from voxserve.deploy.sagemaker.settings import AutoscalingSettings, DeploySettings
+from speakwire.deploy.sagemaker.settings import AutoscalingSettings, DeploySettings
 
 DLC = f"763104351884.dkr.ecr.{REGION}.amazonaws.com/vllm:omni-sagemaker-cuda-v1.5"
 
@@ -42,20 +42,20 @@ def test_create_model_request_passes_the_model_id_as_sm_vllm_model(settings: Dep
     _validate("sagemaker", "CreateModel", request)
 
 
-def test_container_environment_adds_gpu_memory_and_voxserve_variables_when_given() -> None:
+def test_container_environment_adds_gpu_memory_and_speakwire_variables_when_given() -> None:
     settings = DeploySettings(
         endpoint_name=NAME,
         region=REGION,
         role_arn=ROLE,
-        image_uri="123.dkr.ecr.us-west-2.amazonaws.com/voxserve:cuda",
+        image_uri="123.dkr.ecr.us-west-2.amazonaws.com/speakwire:cuda",
         gpu_memory_utilization=0.45,
-        extra_environment={"VOXSERVE_MAX_STREAMS": "8", "SM_VLLM_MAX_NUM_SEQS": "4"},
+        extra_environment={"SPEAKWIRE_MAX_STREAMS": "8", "SM_VLLM_MAX_NUM_SEQS": "4"},
     )
 
     assert container_environment(settings) == {
         "SM_VLLM_MODEL": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
         "SM_VLLM_GPU_MEMORY_UTILIZATION": "0.45",
-        "VOXSERVE_MAX_STREAMS": "8",
+        "SPEAKWIRE_MAX_STREAMS": "8",
         "SM_VLLM_MAX_NUM_SEQS": "4",
     }
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from sagemaker_stubs import ROLE
 
-from voxserve.deploy.sagemaker.settings import (
+from speakwire.deploy.sagemaker.settings import (
     AutoscalingSettings,
     DeploySettings,
     DeploySettingsError,
@@ -27,7 +27,7 @@ def _build(**overrides: Any) -> DeploySettings:
 def test_defaults_follow_the_aws_sample() -> None:
     settings = build_settings(role_arn=ROLE, environ={}, now=lambda: 1_764_400_000.9)
 
-    assert settings.endpoint_name == "voxserve-1764400000"
+    assert settings.endpoint_name == "speakwire-1764400000"
     assert settings.region == "us-east-1"
     assert settings.image_uri == "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:omni-sagemaker-cuda-v1.5"
     assert settings.instance_types == ("ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g4dn.xlarge")
@@ -49,12 +49,12 @@ def test_explicit_region_and_image_win_over_the_environment() -> None:
     settings = build_settings(
         role_arn=ROLE,
         region="ap-northeast-1",
-        image_uri="111122223333.dkr.ecr.ap-northeast-1.amazonaws.com/voxserve:cuda",
+        image_uri="111122223333.dkr.ecr.ap-northeast-1.amazonaws.com/speakwire:cuda",
         environ={"AWS_REGION": "eu-west-1", "VLLM_OMNI_IMAGE_URI": "elsewhere/image:tag"},
     )
 
     assert settings.region == "ap-northeast-1"
-    assert settings.image_uri == "111122223333.dkr.ecr.ap-northeast-1.amazonaws.com/voxserve:cuda"
+    assert settings.image_uri == "111122223333.dkr.ecr.ap-northeast-1.amazonaws.com/speakwire:cuda"
 
 
 def test_the_sample_image_variable_is_honoured_without_image_uri() -> None:
@@ -146,8 +146,8 @@ def test_endpoint_names_sagemaker_would_refuse_are_rejected(name: str) -> None:
 
 
 def test_env_assignments_parse_and_keep_equals_signs_in_values() -> None:
-    assert parse_env_assignments(["VOXSERVE_API_KEY=a=b", "SM_VLLM_MAX_NUM_SEQS=4"]) == {
-        "VOXSERVE_API_KEY": "a=b",
+    assert parse_env_assignments(["SPEAKWIRE_API_KEY=a=b", "SM_VLLM_MAX_NUM_SEQS=4"]) == {
+        "SPEAKWIRE_API_KEY": "a=b",
         "SM_VLLM_MAX_NUM_SEQS": "4",
     }
 

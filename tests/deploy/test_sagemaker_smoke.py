@@ -8,8 +8,8 @@ import wave
 from collections.abc import Sequence
 from pathlib import Path
 
-from voxserve.client.transport import TransportClosed
-from voxserve.deploy.sagemaker.smoke import run_smoke
+from speakwire.client.transport import TransportClosed
+from speakwire.deploy.sagemaker.smoke import run_smoke
 
 PCM = b"\x01\x00" * 4800  # 0.2 s of 24 kHz s16le
 

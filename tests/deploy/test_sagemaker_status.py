@@ -6,7 +6,7 @@ import pytest
 from botocore.exceptions import ClientError
 from sagemaker_stubs import NAME, WHEN, Stubbed, arn, endpoint_description, not_found, pools
 
-from voxserve.deploy.sagemaker.status import landed_instance_type, status
+from speakwire.deploy.sagemaker.status import landed_instance_type, status
 
 
 def _config_description() -> dict[str, object]:

@@ -15,16 +15,16 @@ import numpy.typing as npt
 import pytest
 import soundfile
 
-from voxserve.audio.chunk import Float32Array
-from voxserve.encoders.base import Encoder
-from voxserve.encoders.registry import (
+from speakwire.audio.chunk import Float32Array
+from speakwire.encoders.base import Encoder
+from speakwire.encoders.registry import (
     AUDIO_FORMATS,
     CONTENT_TYPES,
     create_encoder,
     default_sample_rate,
 )
-from voxserve.encoders.wav import UNKNOWN_SIZE
-from voxserve.errors import BadRequestError
+from speakwire.encoders.wav import UNKNOWN_SIZE
+from speakwire.errors import BadRequestError
 
 LOSSLESS = ("wav", "pcm", "flac")
 LOSSY = ("mp3", "opus", "aac")

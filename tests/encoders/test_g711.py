@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from voxserve.encoders.g711 import alaw_code, encode_g711, ulaw_code
+from speakwire.encoders.g711 import alaw_code, encode_g711, ulaw_code
 
 ALL_INT16 = np.arange(-32768, 32768, dtype=np.int64)
 LAWS = {"ulaw": ("mulaw", "pcm_mulaw", ulaw_code), "alaw": ("alaw", "pcm_alaw", alaw_code)}

@@ -12,11 +12,11 @@ import onnxruntime
 import pytest
 from piper import SynthesisConfig
 
-from voxserve.audio.chunk import Float32Array
-from voxserve.engines.base import SynthesisRequest
-from voxserve.engines.piper import PiperEngine, PiperOptions, _frontend_feed, embedded_voice_paths
-from voxserve.engines.piper_split import GraphSplitError, SplitVoice, split_voice
-from voxserve.engines.piper_stream import FrameSchedule, FrameStreamer
+from speakwire.audio.chunk import Float32Array
+from speakwire.engines.base import SynthesisRequest
+from speakwire.engines.piper import PiperEngine, PiperOptions, _frontend_feed, embedded_voice_paths
+from speakwire.engines.piper_split import GraphSplitError, SplitVoice, split_voice
+from speakwire.engines.piper_stream import FrameSchedule, FrameStreamer
 
 SENTENCE = "Outside the windows, fishing boats rocked gently in the harbor while gulls circled above them."
 LONG_SENTENCE = (
@@ -111,7 +111,7 @@ def test_voice_whose_windows_miss_context_falls_back_to_whole_sentences(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     no_context = PiperOptions(frame_schedule=FrameSchedule(left=0, right=0))
-    with caplog.at_level(logging.WARNING, logger="voxserve.engines.piper"):
+    with caplog.at_level(logging.WARNING, logger="speakwire.engines.piper"):
         engine = PiperEngine.load(options=no_context)
     assert engine.info.extra["frame_streaming"] is False
     assert "synthesizing whole sentences" in caplog.text

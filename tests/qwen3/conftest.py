@@ -29,7 +29,7 @@ def tiny_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
 
 
 def _load(tiny_checkpoints: dict[str, Path], name: str) -> Any:
-    from voxserve.engines.qwen3 import load_qwen3_engine
+    from speakwire.engines.qwen3 import load_qwen3_engine
 
     return load_qwen3_engine(str(tiny_checkpoints[name]))
 

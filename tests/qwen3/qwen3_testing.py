@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from voxserve.audio.chunk import AudioChunk
-from voxserve.errors import MissingExtraError
+from speakwire.audio.chunk import AudioChunk
+from speakwire.errors import MissingExtraError
 
 
 def require_qwen_tts() -> Any:
@@ -21,7 +21,7 @@ def require_qwen_tts() -> Any:
     ``pytest.importorskip("qwen_tts")`` cannot be used directly: on a CPU machine without torchaudio the
     plain import fails even though the package is installed.
     """
-    from voxserve.engines.qwen3.compat import INSTALL_HINT, import_qwen_tts
+    from speakwire.engines.qwen3.compat import INSTALL_HINT, import_qwen_tts
 
     try:
         return import_qwen_tts()

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from qwen3_testing import noise_clip, steer_eos
 
-from voxserve.audio.decode import decode_reference_audio, parse_audio_reference
-from voxserve.engines.base import SynthesisRequest
-from voxserve.errors import BadRequestError
+from speakwire.audio.decode import decode_reference_audio, parse_audio_reference
+from speakwire.engines.base import SynthesisRequest
+from speakwire.errors import BadRequestError
 
 pytestmark = pytest.mark.qwen
 
@@ -116,7 +116,7 @@ def test_x_vector_only_streaming_equals_the_packages_output(base_engine: Any) ->
 
 
 def test_reference_audio_at_another_rate_is_resampled_before_encoding(base_engine: Any) -> None:
-    from voxserve.audio.chunk import AudioChunk
+    from speakwire.audio.chunk import AudioChunk
 
     clip16k = AudioChunk(np.zeros(32_000, dtype=np.float32) + 0.01, 16_000)
     _, request = clone(base_engine, clip16k)

@@ -18,7 +18,7 @@ def test_qwen_tts_imports_without_torchaudio_and_leaves_no_torchaudio_behind() -
         pytest.skip("a torchaudio is installed here; the workaround is only used without one")
     code = """
 import sys
-from voxserve.engines.qwen3.compat import import_qwen_tts
+from speakwire.engines.qwen3.compat import import_qwen_tts
 qwen_tts = import_qwen_tts()
 assert hasattr(qwen_tts, "Qwen3TTSModel")
 assert not [name for name in sys.modules if name.startswith("torchaudio")], "stub left in sys.modules"
@@ -26,7 +26,7 @@ from qwen_tts.core.tokenizer_25hz.vq import speech_vq
 try:
     speech_vq.kaldi.fbank()
 except RuntimeError as exc:
-    assert "12 Hz models voxserve serves do not need it" in str(exc)
+    assert "12 Hz models speakwire serves do not need it" in str(exc)
 else:
     raise AssertionError("the stubbed fbank must refuse to run")
 """

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from voxserve.engines.qwen3.device import (
+from speakwire.engines.qwen3.device import (
     MEMORY_ENV,
     apply_memory_fraction,
     memory_fraction,

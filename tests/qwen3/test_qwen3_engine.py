@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from qwen3_testing import noise_clip, require_qwen_tts, steer_eos
 
-from voxserve.engines.base import Engine, SynthesisRequest
-from voxserve.errors import BadRequestError, EngineError, MissingExtraError, NotFoundError
+from speakwire.engines.base import Engine, SynthesisRequest
+from speakwire.errors import BadRequestError, EngineError, MissingExtraError, NotFoundError
 
 pytestmark = pytest.mark.qwen
 
@@ -165,7 +165,7 @@ def test_a_runaway_utterance_is_cut_at_its_budget_and_reported(
 
 
 def test_the_budget_follows_the_text_length_when_the_request_sets_none(custom_voice_engine: Any) -> None:
-    from voxserve.engines.qwen3.frame_budget import frame_budget
+    from speakwire.engines.qwen3.frame_budget import frame_budget
 
     request = request_for("CustomVoice")
     with steer_eos(custom_voice_engine, after=None):
@@ -271,9 +271,9 @@ def test_bad_requests_are_refused_before_any_generation(engines: dict[str, Any])
 def test_loading_logs_variant_size_device_dtype_memory_and_time(
     tiny_checkpoints: dict[str, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
-    from voxserve.engines.qwen3 import load_qwen3_engine
+    from speakwire.engines.qwen3 import load_qwen3_engine
 
-    with caplog.at_level(logging.INFO, logger="voxserve.engines.qwen3.engine"):
+    with caplog.at_level(logging.INFO, logger="speakwire.engines.qwen3.engine"):
         load_qwen3_engine(str(tiny_checkpoints["base"]), gpu_memory_utilization=0.5).close()
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("qwen3: loaded"))
     for part in (
@@ -294,7 +294,7 @@ def test_loading_logs_variant_size_device_dtype_memory_and_time(
 def test_loading_a_local_directory_makes_no_network_calls(
     tiny_checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from voxserve.engines.qwen3 import load_qwen3_engine
+    from speakwire.engines.qwen3 import load_qwen3_engine
 
     attempts: list[object] = []
 
@@ -309,7 +309,7 @@ def test_loading_a_local_directory_makes_no_network_calls(
 
 
 def test_a_closed_engine_releases_its_model(tiny_checkpoints: dict[str, Path]) -> None:
-    from voxserve.engines.qwen3 import load_qwen3_engine
+    from speakwire.engines.qwen3 import load_qwen3_engine
 
     engine = load_qwen3_engine(str(tiny_checkpoints["voice_design"]))
     engine.close()
@@ -317,9 +317,9 @@ def test_a_closed_engine_releases_its_model(tiny_checkpoints: dict[str, Path]) -
     assert engine.tts_model is None
 
 
-def test_importing_voxserve_and_the_qwen3_engine_does_not_import_torch() -> None:
+def test_importing_speakwire_and_the_qwen3_engine_does_not_import_torch() -> None:
     code = (
-        "import sys, voxserve, voxserve.engines.qwen3, voxserve.audio.decode; "
+        "import sys, speakwire, speakwire.engines.qwen3, speakwire.audio.decode; "
         "heavy = [m for m in ('torch', 'qwen_tts', 'transformers') if m in sys.modules]; "
         "assert not heavy, heavy"
     )
@@ -330,11 +330,11 @@ def test_importing_voxserve_and_the_qwen3_engine_does_not_import_torch() -> None
 def test_a_missing_extra_raises_with_the_install_command(
     monkeypatch: pytest.MonkeyPatch, module: str, named: str
 ) -> None:
-    from voxserve.engines.qwen3 import load_qwen3_engine
+    from speakwire.engines.qwen3 import load_qwen3_engine
 
     if module == "qwen_tts":
         require_qwen_tts()  # torch must be there for the check to reach qwen-tts
     monkeypatch.setitem(sys.modules, module, None)  # import of it now fails, as if not installed
-    with pytest.raises(MissingExtraError, match=rf"{named} is not installed.*voxserve\[qwen\]") as info:
+    with pytest.raises(MissingExtraError, match=rf"{named} is not installed.*speakwire\[qwen\]") as info:
         load_qwen3_engine("Qwen/Qwen3-TTS-12Hz-0.6B-Base")
     assert "pip install --no-deps qwen-tts==0.1.1" in "".join(info.value.__notes__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from voxserve.engines.qwen3.frame_budget import FRAMES_PER_SECOND, MAX_FRAMES, frame_budget
+from speakwire.engines.qwen3.frame_budget import FRAMES_PER_SECOND, MAX_FRAMES, frame_budget
 
 
 def seconds(frames: int) -> float:

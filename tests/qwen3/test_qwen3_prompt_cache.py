@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voxserve.engines.qwen3.prompt_cache import PromptCache, prompt_key
+from speakwire.engines.qwen3.prompt_cache import PromptCache, prompt_key
 
 CLIP = np.linspace(-0.5, 0.5, 24_000, dtype=np.float32)
 

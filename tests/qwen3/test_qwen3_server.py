@@ -17,8 +17,8 @@ import soundfile as sf
 from qwen3_testing import noise_clip
 from websockets.asyncio.client import connect
 
+from speakwire.settings import Settings
 from support.live_server import LiveServer, start_server
-from voxserve.settings import Settings
 
 SHORT = {"max_new_tokens": 10, "seed": 3}
 """Random weights rarely stop on their own: cap frames so each request stays short."""

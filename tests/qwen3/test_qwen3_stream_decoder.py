@@ -66,7 +66,7 @@ def full_decode(model: Any, frames: Any) -> np.ndarray:
 
 
 def test_chunks_decoded_one_by_one_equal_the_full_decode_across_three_windowed_layers() -> None:
-    from voxserve.engines.qwen3.stream_decoder import StreamDecoder
+    from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 
     model = decoder(layers=3, window=5)
     frames = codes(sum(SCHEDULE))
@@ -98,7 +98,7 @@ def test_one_window_of_left_context_is_not_enough_with_several_layers() -> None:
 
 
 def test_history_frames_are_context_only_as_in_in_context_cloning() -> None:
-    from voxserve.engines.qwen3.stream_decoder import StreamDecoder
+    from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 
     model = decoder(layers=2, window=4)
     frames = codes(50)
@@ -116,7 +116,7 @@ def test_the_released_decoder_needs_576_frames_of_transformer_and_10_of_conv_his
     )
     from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Decoder
 
-    from voxserve.engines.qwen3.stream_decoder import conv_reach, transformer_reach
+    from speakwire.engines.qwen3.stream_decoder import conv_reach, transformer_reach
 
     with torch.device("meta"):  # the released shapes (8 layers, window 72), without allocating weights
         released = Qwen3TTSTokenizerV2Decoder(Qwen3TTSTokenizerV2DecoderConfig(codebook_dim=512))

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voxserve.audio.chunk import AudioChunk
-from voxserve.engines.base import SynthesisRequest
-from voxserve.engines.qwen3.validation import Qwen3ModelFacts, validate_request
-from voxserve.errors import BadRequestError, NotFoundError
+from speakwire.audio.chunk import AudioChunk
+from speakwire.engines.base import SynthesisRequest
+from speakwire.engines.qwen3.validation import Qwen3ModelFacts, validate_request
+from speakwire.errors import BadRequestError, NotFoundError
 
 LANGUAGES = (
     "Auto",

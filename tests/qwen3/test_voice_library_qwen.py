@@ -18,10 +18,10 @@ import soundfile as sf
 from qwen3_testing import noise_clip
 from websockets.asyncio.client import connect
 
+from speakwire.settings import Settings
+from speakwire.voices.prompts import dump_prompt
+from speakwire.voices.store import PromptFile, VoiceStore
 from support.live_server import LiveServer, start_server
-from voxserve.settings import Settings
-from voxserve.voices.prompts import dump_prompt
-from voxserve.voices.store import PromptFile, VoiceStore
 
 pytestmark = pytest.mark.qwen
 
@@ -37,7 +37,7 @@ def wav_bytes(seconds: float = 2.0, seed: int = 0) -> bytes:
 
 def serve(model: Path, data_dir: Path) -> LiveServer:
     """A server on a freshly loaded engine, as a new process would have (stopping a server closes its engine)."""
-    from voxserve.engines.qwen3 import load_qwen3_engine
+    from speakwire.engines.qwen3 import load_qwen3_engine
 
     settings = Settings(engine="qwen3", model=str(model), data_dir=str(data_dir))
     return start_server(settings, engine=load_qwen3_engine(str(model)))
@@ -170,10 +170,10 @@ def test_after_a_restart_the_stored_prompt_is_loaded_not_encoded_again(base_mode
 def test_a_voice_saved_without_an_engine_is_encoded_on_first_use_only_and_kept_across_restarts(
     base_model: Path, data_dir: Path
 ) -> None:
-    from voxserve.voices.audio import normalise_reference
-    from voxserve.voices.fields import voice_fields
+    from speakwire.voices.audio import normalise_reference
+    from speakwire.voices.fields import voice_fields
 
-    with VoiceStore(data_dir) as store:  # as `voxserve voices add --data-dir` or a Piper server would
+    with VoiceStore(data_dir) as store:  # as `speakwire voices add --data-dir` or a Piper server would
         store.add(voice_fields(name="offline", consent="Agreed."), normalise_reference(wav_bytes(seed=105)))
     server = serve(base_model, data_dir)
     try:
@@ -259,7 +259,7 @@ def test_an_exported_voice_carries_its_prompt_so_the_importing_server_never_enco
     archive = httpx.get(f"{base_server.url}/v1/audio/voices/travels/export").content
     target = serve(base_model, tmp_path / "elsewhere")
     try:
-        files = {"file": ("travels.vxv", archive, "application/zip")}
+        files = {"file": ("travels.swv", archive, "application/zip")}
         imported = httpx.post(f"{target.url}/v1/audio/voices/import", files=files, timeout=60)
         assert imported.status_code == 200, imported.text
         assert imported.json()["voice"]["compatibility"]["prompt_cached_here"] is True
@@ -287,13 +287,13 @@ def test_a_tampered_prompt_in_an_archive_is_refused(base_server: LiveServer) -> 
         target.writestr("metadata.json", json.dumps(metadata))
         target.writestr("audio.flac", source.read("audio.flac"))
         target.writestr(member, forged)
-    files = {"file": ("t.vxv", out.getvalue(), "application/zip")}
+    files = {"file": ("t.swv", out.getvalue(), "application/zip")}
     response = httpx.post(f"{base_server.url}/v1/audio/voices/import", data={"name": "forged"}, files=files)
     assert response.status_code == 400
     assert "another model or transcript" in response.json()["error"]
 
 
 def _request(**fields: Any) -> Any:
-    from voxserve.engines.base import SynthesisRequest
+    from speakwire.engines.base import SynthesisRequest
 
     return SynthesisRequest(ref_audio=noise_clip(2.0, seed=112), **fields)

@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from voxserve.engines.qwen3.compat import import_qwen_tts
+from speakwire.engines.qwen3.compat import import_qwen_tts
 
 CODEBOOK = 64
 QUANTIZERS = 16

@@ -10,9 +10,9 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from speakwire.engines.piper import PiperEngine
+from speakwire.settings import Settings
 from support.live_server import LiveServer, start_server
-from voxserve.engines.piper import PiperEngine
-from voxserve.settings import Settings
 
 LONG = " ".join(["This stream holds the only slot on the server for a while."] * 20)
 
@@ -62,7 +62,7 @@ async def test_full_server_refuses_new_streams_and_keeps_the_running_one(one_slo
 
 def test_metrics_count_streams_and_rejections(one_slot: LiveServer) -> None:
     body = httpx.get(f"{one_slot.url}/metrics").text
-    assert 'voxserve_rejections_total{engine="piper",protocol="http"} 1.0' in body
-    assert 'voxserve_rejections_total{engine="piper",protocol="websocket"} 1.0' in body
-    assert "voxserve_time_to_first_audio_seconds_bucket" in body
-    assert 'voxserve_active_streams{engine="piper",protocol="websocket"} 0.0' in body
+    assert 'speakwire_rejections_total{engine="piper",protocol="http"} 1.0' in body
+    assert 'speakwire_rejections_total{engine="piper",protocol="websocket"} 1.0' in body
+    assert "speakwire_time_to_first_audio_seconds_bucket" in body
+    assert 'speakwire_active_streams{engine="piper",protocol="websocket"} 0.0' in body

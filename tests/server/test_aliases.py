@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import httpx
 
+from speakwire.cli.main import build_parser
+from speakwire.cli.serve import build_settings
+from speakwire.engines.piper import PiperEngine
 from support.live_server import start_server
-from voxserve.cli.main import build_parser
-from voxserve.cli.serve import build_settings
-from voxserve.engines.piper import PiperEngine
 
 
 def test_alias_flags_reach_the_server(piper_engine: PiperEngine) -> None:

@@ -1,4 +1,4 @@
-"""The official openai SDK works against voxserve unchanged (the README's example)."""
+"""The official openai SDK works against speakwire unchanged (the README's example)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import json
 import openai
 import pytest
 
+from speakwire.engines.piper import PiperEngine
+from speakwire.settings import Settings
 from support.live_server import LiveServer, start_server
-from voxserve.engines.piper import PiperEngine
-from voxserve.settings import Settings
 
 
 def client_for(server: LiveServer, api_key: str = "unused") -> openai.OpenAI:

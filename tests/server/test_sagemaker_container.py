@@ -16,11 +16,11 @@ import pytest
 import soundfile as sf
 from websockets.asyncio.client import connect
 
+from speakwire.engines.piper import PiperEngine
+from speakwire.server.sagemaker.config import resolve_sagemaker_settings
+from speakwire.server.sagemaker.routing import route_from_attributes
+from speakwire.settings import Settings
 from support.live_server import LiveServer, free_port, start_server
-from voxserve.engines.piper import PiperEngine
-from voxserve.server.sagemaker.config import resolve_sagemaker_settings
-from voxserve.server.sagemaker.routing import route_from_attributes
-from voxserve.settings import Settings
 
 ATTRS = "X-Amzn-SageMaker-Custom-Attributes"
 
@@ -144,14 +144,14 @@ def test_environment_configuration_follows_the_vllm_omni_container(tmp_path: Pat
     piper_voice = resolve_sagemaker_settings({}, model_dir=tmp_path)
     assert (piper_voice.settings.engine, piper_voice.settings.model) == ("piper", str(tmp_path / "voice.onnx"))
 
-    embedded = resolve_sagemaker_settings({"VOXSERVE_PORT": "9999"}, model_dir=tmp_path / "missing")
+    embedded = resolve_sagemaker_settings({"SPEAKWIRE_PORT": "9999"}, model_dir=tmp_path / "missing")
     assert (embedded.settings.engine, embedded.settings.model, embedded.settings.port) == ("piper", None, 9999)
     assert "embedded" in embedded.reasons[0]
 
 
 def test_serve_sagemaker_mode_listens_and_pings() -> None:
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "voxserve", "serve", "--sagemaker", "--host", "127.0.0.1",
+    process = subprocess.Popen([sys.executable, "-m", "speakwire", "serve", "--sagemaker", "--host", "127.0.0.1",
                                 "--port", str(port), "--log-level", "info"], stderr=subprocess.PIPE)  # fmt: skip
     try:
         deadline, status = time.monotonic() + 60, None

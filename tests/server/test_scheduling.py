@@ -9,9 +9,9 @@ import time
 import pytest
 from websockets.asyncio.client import connect
 
+from speakwire.engines.piper import PiperEngine
+from speakwire.settings import Settings
 from support.live_server import LiveServer, start_server
-from voxserve.engines.piper import PiperEngine
-from voxserve.settings import Settings
 
 LONG_SENTENCE = (
     "This single long sentence keeps the only engine worker busy for many seconds of audio while it goes on "

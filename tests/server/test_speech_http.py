@@ -188,7 +188,7 @@ def test_client_disconnect_cancels_the_synthesis(server: LiveServer) -> None:
 
     def cancellations() -> float:
         for line in httpx.get(f"{server.url}/metrics").text.splitlines():
-            if line.startswith('voxserve_cancellations_total{engine="piper",protocol="http"}'):
+            if line.startswith('speakwire_cancellations_total{engine="piper",protocol="http"}'):
                 return float(line.split()[-1])
         return 0.0
 

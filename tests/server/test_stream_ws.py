@@ -13,10 +13,10 @@ import soundfile as sf
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from speakwire.client.stream import SpeechStreamClient
+from speakwire.engines.piper import PiperEngine
+from speakwire.settings import Settings
 from support.live_server import LiveServer, start_server
-from voxserve.client.stream import SpeechStreamClient
-from voxserve.engines.piper import PiperEngine
-from voxserve.settings import Settings
 
 PARAGRAPH = (
     "Good morning, and welcome to the show. Today we talk about streaming speech. "

@@ -1,4 +1,4 @@
-"""A real voxserve server on a free loopback port, in a background thread, for tests and benchmarks."""
+"""A real speakwire server on a free loopback port, in a background thread, for tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import httpx
 import uvicorn
 
-from voxserve.engines.base import Engine
-from voxserve.server.app import create_app
-from voxserve.settings import Settings
+from speakwire.engines.base import Engine
+from speakwire.server.app import create_app
+from speakwire.settings import Settings
 
 
 def free_port() -> int:
@@ -38,7 +38,7 @@ class LiveServer:
 
     @property
     def state(self):  # type: ignore[no-untyped-def]
-        return self.server.config.app.state.vox  # type: ignore[union-attr]
+        return self.server.config.app.state.speakwire  # type: ignore[union-attr]
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -53,7 +53,7 @@ def start_server(
     app = create_app(settings, engine=engine)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", ws_ping_interval=20)
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="voxserve-test-server", daemon=True)
+    thread = threading.Thread(target=server.run, name="speakwire-test-server", daemon=True)
     thread.start()
     live = LiveServer(settings, server, thread)
     deadline = time.monotonic() + ready_timeout

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voxserve.text import normalize
-from voxserve.text.normalize import normalize_english
+from speakwire.text import normalize
+from speakwire.text.normalize import normalize_english
 
 CARDINALS = [
     ("0", "zero"),

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voxserve.text.segmenter import ChunkSchedule, Granularity, Segment, Segmenter, split_text
+from speakwire.text.segmenter import ChunkSchedule, Granularity, Segment, Segmenter, split_text
 
 # Every piece its own segment, no early clause cut: isolates the boundary rules from the size schedule.
 PIECES = ChunkSchedule(first_clause_min_chars=0, min_chars=(0,))

@@ -1,4 +1,4 @@
-"""The Gradio page's handlers and the ``voxserve ui`` command, without a browser."""
+"""The Gradio page's handlers and the ``speakwire ui`` command, without a browser."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
+from speakwire.cli import ui as cli_ui
+from speakwire.cli.main import build_parser
+from speakwire.errors import MissingExtraError
+from speakwire.ui.app import SpeechPage, build_ui, import_gradio, wav_chunk
+from speakwire.ui.backend import Catalogue, SpeechBackend
 from support.live_server import LiveServer, free_port
-from voxserve.cli import ui as cli_ui
-from voxserve.cli.main import build_parser
-from voxserve.errors import MissingExtraError
-from voxserve.ui.app import SpeechPage, build_ui, import_gradio, wav_chunk
-from voxserve.ui.backend import Catalogue, SpeechBackend
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ async def outputs(page: SpeechPage, text: str, **fields: Any) -> list[tuple[Any,
 
 def test_without_gradio_the_ui_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "gradio", None)  # makes `import gradio` fail as if not installed
-    with pytest.raises(MissingExtraError, match=r'pip install "voxserve\[ui\]"'):
+    with pytest.raises(MissingExtraError, match=r'pip install "speakwire\[ui\]"'):
         build_ui(SpeechBackend.for_server())
 
 
@@ -60,7 +60,7 @@ async def test_the_page_fills_voice_and_language_from_the_server(server: LiveSer
 
 async def test_the_page_streams_wav_chunks_and_ends_with_a_done_status(server: LiveServer, gradio: ModuleType) -> None:
     items = await outputs(SpeechPage(SpeechBackend.for_server(server.url), gradio), "One. Two. Three.")
-    assert items[0][1].startswith("Connecting to voxserve at ")
+    assert items[0][1].startswith("Connecting to speakwire at ")
     assert sum(isinstance(audio, bytes) and audio[:4] == b"RIFF" for audio, _ in items) > 1
     assert items[-1][1].startswith("Done: ")
 
@@ -71,7 +71,7 @@ async def test_an_unreachable_server_becomes_an_error_sentence_on_the_page(gradi
     with pytest.warns(UserWarning, match="Cannot reach"):  # gr.Warning outside a request is a Python warning
         items = await outputs(page, "Hello.")
     assert items[-1][1] == (
-        f"Error: Cannot reach the voxserve server at {url}: connection refused. Is it running? (voxserve serve)"
+        f"Error: Cannot reach the speakwire server at {url}: connection refused. Is it running? (speakwire serve)"
     )
     _, _, _, status = await page.load()
     assert status.startswith("Error: Cannot reach")
@@ -134,24 +134,24 @@ def parse(*argv: str) -> argparse.Namespace:
     return build_parser().parse_args(["ui", *argv])
 
 
-def test_voxserve_ui_serves_on_loopback_port_6006_without_a_public_link_by_default() -> None:
+def test_speakwire_ui_serves_on_loopback_port_6006_without_a_public_link_by_default() -> None:
     args = parse()
     assert (args.url, args.host, args.port, args.share, args.sagemaker_endpoint) == (
         "http://127.0.0.1:8000", "127.0.0.1", 6006, False, None,
     )  # fmt: skip
 
 
-def test_voxserve_ui_accepts_the_aws_samples_flag_names() -> None:
+def test_speakwire_ui_accepts_the_aws_samples_flag_names() -> None:
     args = parse("--endpoint-name", "tts-bidi", "--server-port", "7000", "--region", "eu-west-1")
     assert (args.sagemaker_endpoint, args.port, args.region) == ("tts-bidi", 7000, "eu-west-1")
 
 
-def test_voxserve_ui_speaks_to_the_url_it_is_given() -> None:
+def test_speakwire_ui_speaks_to_the_url_it_is_given() -> None:
     backend = cli_ui.backend_for(parse("--url", "http://10.0.0.5:9000/", "--api-key", "k"))
-    assert backend.target == "voxserve at http://10.0.0.5:9000"
+    assert backend.target == "speakwire at http://10.0.0.5:9000"
 
 
-def test_voxserve_ui_without_ffmpeg_says_how_to_install_it(
+def test_speakwire_ui_without_ffmpeg_says_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(cli_ui.shutil, "which", lambda _: None)
@@ -159,10 +159,10 @@ def test_voxserve_ui_without_ffmpeg_says_how_to_install_it(
     assert "needs the ffmpeg program" in capsys.readouterr().err
 
 
-def test_voxserve_ui_for_an_endpoint_says_when_the_stream_client_cannot_run(
+def test_speakwire_ui_for_an_endpoint_says_when_the_stream_client_cannot_run(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from voxserve.deploy.sagemaker import bidi
+    from speakwire.deploy.sagemaker import bidi
 
     def unavailable() -> None:
         raise bidi.BidiClientUnavailableError("cannot run on Python 3.11")
@@ -172,15 +172,15 @@ def test_voxserve_ui_for_an_endpoint_says_when_the_stream_client_cannot_run(
     assert "needs Python >= 3.12" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="voxserve ui needs the ffmpeg program")
-def test_voxserve_ui_serves_the_page_and_prints_where(gradio: ModuleType) -> None:
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="speakwire ui needs the ffmpeg program")
+def test_speakwire_ui_serves_the_page_and_prints_where(gradio: ModuleType) -> None:
     port = free_port()
-    command = [sys.executable, "-m", "voxserve", "ui", "--url", f"http://127.0.0.1:{free_port()}", "--port", str(port)]
+    command = [sys.executable, "-m", "speakwire", "ui", "--url", f"http://127.0.0.1:{free_port()}", "--port", str(port)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert process.stdout is not None
         first_line = process.stdout.readline()
-        assert first_line.startswith(f"voxserve ui: open http://127.0.0.1:{port}/ to speak through voxserve at ")
+        assert first_line.startswith(f"speakwire ui: open http://127.0.0.1:{port}/ to speak through speakwire at ")
         assert httpx.get(f"http://127.0.0.1:{port}/", timeout=10).status_code == 200
     finally:
         process.kill()

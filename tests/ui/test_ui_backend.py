@@ -1,4 +1,4 @@
-"""The UI's backend against a real voxserve server (Piper): voices, streamed chunks, and errors in words."""
+"""The UI's backend against a real speakwire server (Piper): voices, streamed chunks, and errors in words."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from speakwire.client.transport import TransportClosed
+from speakwire.engines.piper import PiperEngine
+from speakwire.settings import Settings
+from speakwire.ui.backend import Catalogue, SpeakRequest, SpeechBackend, StreamProgress, UiError, reference_data_uri
 from support.live_server import LiveServer, free_port, start_server
-from voxserve.client.transport import TransportClosed
-from voxserve.engines.piper import PiperEngine
-from voxserve.settings import Settings
-from voxserve.ui.backend import Catalogue, SpeakRequest, SpeechBackend, StreamProgress, UiError, reference_data_uri
 
 TEXT = "Hello there. This is a second sentence, spoken while the first one plays. And a third."
 
@@ -133,12 +133,12 @@ async def test_an_unreachable_server_is_named_with_the_reason_when_listing_voice
     with pytest.raises(UiError) as caught:
         await SpeechBackend.for_server(dead_url).catalogue()
     assert str(caught.value) == (
-        f"Cannot reach the voxserve server at {dead_url}: connection refused. Is it running? (voxserve serve)"
+        f"Cannot reach the speakwire server at {dead_url}: connection refused. Is it running? (speakwire serve)"
     )
 
 
 async def test_an_unreachable_server_is_named_with_the_reason_when_speaking(dead_url: str) -> None:
-    with pytest.raises(UiError, match=f"Cannot reach the voxserve server at {dead_url}: connection refused"):
+    with pytest.raises(UiError, match=f"Cannot reach the speakwire server at {dead_url}: connection refused"):
         await collect(SpeechBackend.for_server(dead_url), SpeakRequest(TEXT))
 
 
@@ -219,7 +219,7 @@ def test_session_config_streams_raw_pcm_and_leaves_unset_fields_to_the_server() 
 
 
 def test_the_backend_works_without_gradio_installed() -> None:
-    code = "import sys, voxserve.ui.backend; sys.exit('gradio' in sys.modules)"
+    code = "import sys, speakwire.ui.backend; sys.exit('gradio' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
@@ -263,18 +263,18 @@ async def test_an_endpoint_that_cannot_list_voices_offers_the_qwen3_speakers(mon
 
 
 async def test_an_endpoint_whose_stream_client_cannot_run_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from voxserve.deploy.sagemaker import bidi
+    from speakwire.deploy.sagemaker import bidi
 
     def unavailable() -> None:
         raise bidi.BidiClientUnavailableError("cannot run on Python 3.11")
 
     monkeypatch.setattr(bidi, "load_bidi_sdk", unavailable)
-    with pytest.raises(UiError, match=r'needs Python >= 3\.12 and pip install "voxserve\[sagemaker-bidi\]"'):
+    with pytest.raises(UiError, match=r'needs Python >= 3\.12 and pip install "speakwire\[sagemaker-bidi\]"'):
         await collect(SpeechBackend.for_sagemaker("tts", region="us-west-2"), SpeakRequest(TEXT))
 
 
 def test_saved_voices_from_the_library_appear_by_name() -> None:
-    from voxserve.ui.backend import Catalogue
+    from speakwire.ui.backend import Catalogue
 
     body = {"voices": ["Vivian"], "uploaded_voices": [{"name": "grandma", "consent": "she agreed"}, "legacy"]}
     assert Catalogue.from_json(body).voices == ("Vivian", "grandma", "legacy")

@@ -1,7 +1,7 @@
 """The Gradio page in headless Chromium: speech streams into the page, errors read as sentences.
 
 Drives the system Chromium (never a downloaded one) through Playwright against a real
-voxserve server with the Piper voice. Also checks that neither the page nor the Python
+speakwire server with the Piper voice. Also checks that neither the page nor the Python
 side tries to reach anything outside this machine: the UI must work where there is no
 internet. Writes ``docs/ui.png``.
 """
@@ -32,8 +32,8 @@ pytestmark = [
 pytest.importorskip("gradio", reason="the [ui] extra (gradio) is not installed")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 
-from voxserve.ui.app import build_ui, launch_ui  # noqa: E402
-from voxserve.ui.backend import Catalogue, SpeechBackend  # noqa: E402
+from speakwire.ui.app import build_ui, launch_ui  # noqa: E402
+from speakwire.ui.backend import Catalogue, SpeechBackend  # noqa: E402
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None:
@@ -46,7 +46,7 @@ CHROMIUM_ARGS = [
     "--no-first-run", "--disable-quic", "--disable-sync",
 ]  # fmt: skip
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "ui.png"
-TEXT = ("Hello from voxserve. This sentence is streamed to the browser while it is still being made. "
+TEXT = ("Hello from speakwire. This sentence is streamed to the browser while it is still being made. "
         "And a third one, to be sure.")  # fmt: skip
 STATUS_JS = "document.querySelector('#status textarea')?.value ?? ''"
 
@@ -202,8 +202,8 @@ def test_speak_streams_audio_into_the_page_and_counts_the_chunks(
 
 def test_an_unreachable_server_reads_as_a_sentence_in_the_status_and_a_warning(page: Any, dead_ui_url: str) -> None:
     page.goto(dead_ui_url)
-    expected = (r"Cannot reach the voxserve server at http://127\.0\.0\.1:\d+: connection refused\. "
-                r"Is it running\? \(voxserve serve\)")  # fmt: skip
+    expected = (r"Cannot reach the speakwire server at http://127\.0\.0\.1:\d+: connection refused\. "
+                r"Is it running\? \(speakwire serve\)")  # fmt: skip
     assert re.fullmatch(f"Error: {expected}", wait_for_status(page, "^Error"))
     page.locator("#text textarea").fill("Hello?")
     page.locator("#speak").click()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from speakwire.engines.piper import PiperEngine
+from speakwire.settings import Settings
 from support.live_server import LiveServer, start_server
-from voxserve.engines.piper import PiperEngine
-from voxserve.settings import Settings
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""One-file voices (.vxv): export and import through the API and the CLI, and archives that must be refused."""
+"""One-file voices (.swv): export and import through the API and the CLI, and archives that must be refused."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import httpx
 import pytest
 from voice_testing import encoded_clip, upload, wav_clip
 
+from speakwire.engines.piper import PiperEngine
+from speakwire.settings import Settings
 from support.live_server import LiveServer, start_server
-from voxserve.engines.piper import PiperEngine
-from voxserve.settings import Settings
 
-VOXSERVE = [sys.executable, "-m", "voxserve"]
+SPEAKWIRE = [sys.executable, "-m", "speakwire"]
 SAME_FIELDS = (
     "name",
     "consent",
@@ -33,8 +33,8 @@ SAME_FIELDS = (
 )
 
 
-def voxserve(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*VOXSERVE, *args], capture_output=True, text=True, timeout=120, check=False)
+def speakwire(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SPEAKWIRE, *args], capture_output=True, text=True, timeout=120, check=False)
 
 
 def export(server: LiveServer, name: str) -> httpx.Response:
@@ -42,7 +42,7 @@ def export(server: LiveServer, name: str) -> httpx.Response:
 
 
 def import_file(server: LiveServer, data: bytes, **form: str) -> httpx.Response:
-    files = {"file": ("voice.vxv", data, "application/zip")}
+    files = {"file": ("voice.swv", data, "application/zip")}
     return httpx.post(f"{server.url}/v1/audio/voices/import", data=form, files=files, timeout=60)
 
 
@@ -81,7 +81,7 @@ def test_a_voice_exported_from_one_server_imports_into_another_unchanged(
     )
     exported = export(library_server, "narrator")
     assert exported.status_code == 200 and exported.headers["content-type"] == "application/zip"
-    assert exported.headers["content-disposition"] == 'attachment; filename="Narrator.vxv"'
+    assert exported.headers["content-disposition"] == 'attachment; filename="Narrator.swv"'
     assert sorted(zipfile.ZipFile(io.BytesIO(exported.content)).namelist()) == ["audio.flac", "metadata.json"]
 
     imported = import_file(other_server, exported.content)
@@ -124,7 +124,7 @@ def test_sagemaker_imports_a_voice_file_through_invocations(
 @pytest.mark.parametrize(
     ("damage", "says"),
     [
-        ("not a zip", "Not a voxserve voice file"),
+        ("not a zip", "Not a speakwire voice file"),
         ("unknown member", "unexpected members: ../../etc/passwd"),
         ("no audio", "has no audio.flac"),
         ("bad checksum", "checksum mismatch"),
@@ -171,7 +171,7 @@ def test_the_cli_manages_a_local_library_and_round_trips_a_voice_file(tmp_path: 
     library, copy = tmp_path / "lib", tmp_path / "copy"
     clip = tmp_path / "ref.m4a"
     clip.write_bytes(encoded_clip("m4a-aac", 2.0))
-    added = voxserve(
+    added = speakwire(
         "voices",
         "add",
         "jane",
@@ -189,27 +189,27 @@ def test_the_cli_manages_a_local_library_and_round_trips_a_voice_file(tmp_path: 
     assert added.returncode == 0, added.stderr
     assert "saved voice 'jane'" in added.stdout and "with transcript" in added.stdout
 
-    listed = voxserve("voices", "list", "--data-dir", str(library))
+    listed = speakwire("voices", "list", "--data-dir", str(library))
     assert listed.returncode == 0 and "jane" in listed.stdout and "English" in listed.stdout
 
-    out = tmp_path / "jane.vxv"
-    assert voxserve("voices", "export", "JANE", "-o", str(out), "--data-dir", str(library)).returncode == 0
-    imported = voxserve("voices", "import", str(out), "--data-dir", str(copy))
+    out = tmp_path / "jane.swv"
+    assert speakwire("voices", "export", "JANE", "-o", str(out), "--data-dir", str(library)).returncode == 0
+    imported = speakwire("voices", "import", str(out), "--data-dir", str(copy))
     assert imported.returncode == 0, imported.stderr
-    entries = json.loads(voxserve("voices", "list", "--json", "--data-dir", str(copy)).stdout)
+    entries = json.loads(speakwire("voices", "list", "--json", "--data-dir", str(copy)).stdout)
     assert [(v["name"], v["ref_text"], v["language"]) for v in entries] == [("jane", "Hello there.", "English")]
     assert entries[0]["mime_type"] == "audio/mp4"
 
-    removed = voxserve("voices", "rm", "jane", "--data-dir", str(library))
+    removed = speakwire("voices", "rm", "jane", "--data-dir", str(library))
     assert removed.returncode == 0 and "deleted successfully" in removed.stdout
-    missing = voxserve("voices", "rm", "jane", "--data-dir", str(library))
+    missing = speakwire("voices", "rm", "jane", "--data-dir", str(library))
     assert missing.returncode == 1 and "not found" in missing.stderr
 
 
 def test_the_cli_refuses_a_bad_upload_with_the_servers_message(tmp_path: Path) -> None:
     clip = tmp_path / "short.wav"
     clip.write_bytes(wav_clip(0.4))
-    result = voxserve(
+    result = speakwire(
         "voices", "add", "jane", "--audio", str(clip), "--consent", "Agreed.", "--data-dir", str(tmp_path / "lib")
     )
     assert result.returncode == 1 and "between 1 and 30 s" in result.stderr
@@ -220,7 +220,7 @@ def test_the_cli_ships_a_local_voice_to_a_running_server_and_back(library_server
     clip = tmp_path / "ref.ogg"
     clip.write_bytes(encoded_clip("ogg-opus", 2.0))
     assert (
-        voxserve(
+        speakwire(
             "voices",
             "add",
             "laptop-voice",
@@ -233,26 +233,26 @@ def test_the_cli_ships_a_local_voice_to_a_running_server_and_back(library_server
         ).returncode
         == 0
     )
-    out = tmp_path / "laptop-voice.vxv"
-    assert voxserve("voices", "export", "laptop-voice", "-o", str(out), "--data-dir", str(library)).returncode == 0
+    out = tmp_path / "laptop-voice.swv"
+    assert speakwire("voices", "export", "laptop-voice", "-o", str(out), "--data-dir", str(library)).returncode == 0
 
-    shipped = voxserve("voices", "import", str(out), "--url", library_server.url)
+    shipped = speakwire("voices", "import", str(out), "--url", library_server.url)
     assert shipped.returncode == 0, shipped.stderr
-    listed = voxserve("voices", "list", "--url", library_server.url)
+    listed = speakwire("voices", "list", "--url", library_server.url)
     assert "laptop-voice" in listed.stdout
 
-    back = tmp_path / "back.vxv"
-    fetched = voxserve("voices", "export", "laptop-voice", "-o", str(back), "--url", library_server.url)
+    back = tmp_path / "back.swv"
+    fetched = speakwire("voices", "export", "laptop-voice", "-o", str(back), "--url", library_server.url)
     assert fetched.returncode == 0, fetched.stderr
     original = zipfile.ZipFile(out).read("audio.flac")
     assert zipfile.ZipFile(back).read("audio.flac") == original
 
     second = tmp_path / "ref2.wav"
     second.write_bytes(wav_clip(1.5))
-    added = voxserve(
+    added = speakwire(
         "voices", "add", "remote-added", "--audio", str(second), "--consent", "Agreed.", "--url", library_server.url
     )
     assert added.returncode == 0, added.stderr
-    assert voxserve("voices", "rm", "remote-added", "--url", library_server.url).returncode == 0
-    clash = voxserve("voices", "import", str(out), "--url", library_server.url)
+    assert speakwire("voices", "rm", "remote-added", "--url", library_server.url).returncode == 0
+    clash = speakwire("voices", "import", str(out), "--url", library_server.url)
     assert clash.returncode == 1 and "HTTP 409" in clash.stderr and "already exists" in clash.stderr

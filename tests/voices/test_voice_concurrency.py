@@ -9,9 +9,9 @@ import httpx
 import pytest
 from voice_testing import wav_clip
 
+from speakwire.engines.piper import PiperEngine
+from speakwire.settings import Settings
 from support.live_server import LiveServer, start_server
-from voxserve.engines.piper import PiperEngine
-from voxserve.settings import Settings
 
 
 async def post_voice(client: httpx.AsyncClient, url: str, name: str, seed: int) -> httpx.Response:
@@ -46,7 +46,7 @@ async def test_concurrent_uploads_of_different_names_are_all_saved(library_serve
 async def test_the_voice_count_cap_is_a_clear_409_even_under_a_race(
     piper_engine: PiperEngine, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("VOXSERVE_MAX_VOICES", "3")
+    monkeypatch.setenv("SPEAKWIRE_MAX_VOICES", "3")
     live = start_server(Settings(data_dir=str(data_dir)), engine=piper_engine)
     try:
         async with httpx.AsyncClient(timeout=60) as client:
@@ -54,15 +54,15 @@ async def test_the_voice_count_cap_is_a_clear_409_even_under_a_race(
             catalogue = (await client.get(f"{live.url}/v1/audio/voices")).json()
         assert sorted(r.status_code for r in responses) == [200, 200, 200, 409, 409, 409]
         full = next(r for r in responses if r.status_code == 409).json()["error"]
-        assert "library is full" in full and "VOXSERVE_MAX_VOICES" in full
+        assert "library is full" in full and "SPEAKWIRE_MAX_VOICES" in full
         assert len(catalogue["uploaded_voices"]) == 3
     finally:
         live.stop()
 
 
 def test_the_cap_can_be_set_by_flag(piper_engine: PiperEngine, data_dir: Path) -> None:
-    from voxserve.cli.main import build_parser
-    from voxserve.cli.serve import build_settings
+    from speakwire.cli.main import build_parser
+    from speakwire.cli.serve import build_settings
 
     settings = build_settings(build_parser().parse_args(["serve", "--max-voices", "1", "--data-dir", str(data_dir)]))
     live = start_server(settings, engine=piper_engine)

@@ -16,19 +16,19 @@ import httpx
 import pytest
 from voice_testing import upload, wav_clip
 
+from speakwire.engines.piper import PiperEngine
+from speakwire.settings import Settings
+from speakwire.voices.audio import normalise_reference
+from speakwire.voices.fields import voice_fields
+from speakwire.voices.store import VoiceStore
 from support.live_server import LiveServer, start_server
-from voxserve.engines.piper import PiperEngine
-from voxserve.settings import Settings
-from voxserve.voices.audio import normalise_reference
-from voxserve.voices.fields import voice_fields
-from voxserve.voices.store import VoiceStore
 
 CRASHING_CHILD = textwrap.dedent(
     """
     import os, sys
-    from voxserve.voices import store as store_module
-    from voxserve.voices.audio import normalise_reference
-    from voxserve.voices.fields import voice_fields
+    from speakwire.voices import store as store_module
+    from speakwire.voices.audio import normalise_reference
+    from speakwire.voices.fields import voice_fields
 
     data_dir, action, step, when, clip, name = sys.argv[1:7]
     target = store_module if step == "_write_file" else store_module.VoiceStore
@@ -178,7 +178,7 @@ def test_recovery_waits_while_another_process_has_the_library_open(
 ) -> None:
     clip = tmp_path / "ref.wav"
     clip.write_bytes(wav_clip(2.0))
-    with VoiceStore(data_dir) as other:  # e.g. `voxserve voices add` running, possibly mid-write
+    with VoiceStore(data_dir) as other:  # e.g. `speakwire voices add` running, possibly mid-write
         other.add(voice_fields(name="kept", consent="Agreed."), normalise_reference(clip.read_bytes()))
         crash_child(data_dir, "add", "_commit", "before", clip)  # leaves an orphan directory in items/
         server = restarted(piper_engine, data_dir)

@@ -1,0 +1,5 @@
+import sys
+
+from speakwire.cli.main import main
+
+sys.exit(main())

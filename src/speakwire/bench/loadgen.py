@@ -1,0 +1,270 @@
+"""The load generator: N concurrent streams against a running server, each replayed through a player.
+
+A level runs a closed loop: ``concurrency`` clients start together (the burst is the hard case for
+time to first audio) and each starts its next utterance the moment its last one ends, until the
+level's utterance count is reached, so the server sees exactly ``concurrency`` streams throughout.
+
+Three targets speak the same paragraphs:
+
+* ``SpeakwireHttpTarget``: ``POST /v1/audio/speech`` with raw chunked PCM (``stream_format: audio``);
+  first audio is timed from sending the request.
+* ``SpeakwireWebSocketTarget``: the speech stream, text fed like an LLM emits it (a few words every
+  tens of milliseconds); first audio is timed from the first ``input.text``, so it includes waiting for
+  enough words to make a first segment, as a voice agent would.
+* ``PiperHttpTarget``: Piper's own Flask server (``POST /synthesize``), which answers with one whole WAV;
+  its "first audio" is the first byte of that file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import struct
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from speakwire.bench.results import LevelResult, StreamRecord, record_from_arrivals
+from speakwire.client.stream import SpeechStreamClient
+from speakwire.client.transport import TransportClosed
+
+
+def text_pieces(text: str, words_per_piece: int) -> list[str]:
+    """Split ``text`` into pieces of ``words_per_piece`` words that join back to exactly ``text``."""
+    if words_per_piece <= 0:
+        return [text]
+    words = text.split(" ")
+    pieces = [" ".join(words[i : i + words_per_piece]) for i in range(0, len(words), words_per_piece)]
+    return [piece + " " for piece in pieces[:-1]] + pieces[-1:]
+
+
+@dataclass(frozen=True, slots=True)
+class _Stream:
+    """What one utterance produced, before it becomes a record."""
+
+    sent_at: float
+    ended_at: float
+    arrivals: list[tuple[float, int]]
+    bytes_per_second: float
+    skip_bytes: int = 0
+    error: str | None = None
+
+
+class StreamTarget(ABC):
+    """A server under test; ``async with`` it around a level (it may hold a connection pool)."""
+
+    name: str
+
+    def __init__(self, url: str, *, timeout_s: float = 120.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    async def __aenter__(self) -> StreamTarget:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        return None
+
+    @abstractmethod
+    async def _stream(self, text: str) -> _Stream:
+        """Speak ``text`` once; failures go into ``_Stream.error``, never raise."""
+
+    async def stream(self, text: str, *, concurrency: int, index: int, level_start: float) -> StreamRecord:
+        result = await self._stream(text)
+        return record_from_arrivals(
+            target=self.name, concurrency=concurrency, index=index, text=text, level_start=level_start,
+            sent_at=result.sent_at, ended_at=result.ended_at, arrivals=result.arrivals,
+            bytes_per_second=result.bytes_per_second, skip_bytes=result.skip_bytes, error=result.error,
+        )  # fmt: skip
+
+
+class _HttpTarget(StreamTarget):
+    """Shared httpx pool: one connection per concurrent stream, no read timeout shorter than a stream."""
+
+    _client: httpx.AsyncClient | None = None
+
+    def __init__(self, url: str, *, timeout_s: float = 120.0, max_connections: int = 64) -> None:
+        super().__init__(url, timeout_s=timeout_s)
+        self._max_connections = max_connections
+
+    async def __aenter__(self) -> StreamTarget:
+        limits = httpx.Limits(max_connections=self._max_connections, max_keepalive_connections=self._max_connections)
+        self._client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(self.timeout_s, connect=10.0))
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _post_stream(
+        self, path: str, body: dict[str, Any]
+    ) -> tuple[float, list[tuple[float, int]], bytes, dict[str, str], str | None]:
+        """POST and time every body read; returns (sent_at, arrivals, first bytes, headers, error)."""
+        if self._client is None:
+            raise RuntimeError(f"use 'async with' on the {self.name} target")
+        arrivals: list[tuple[float, int]] = []
+        head = bytearray()
+        headers: dict[str, str] = {}
+        error: str | None = None
+        sent_at = time.perf_counter()
+        try:
+            async with (
+                asyncio.timeout(self.timeout_s),
+                self._client.stream("POST", f"{self.url}{path}", json=body) as response,
+            ):
+                headers = dict(response.headers)
+                if response.status_code != 200:
+                    detail = (await response.aread())[:300].decode(errors="replace")
+                    error = f"HTTP {response.status_code}: {detail}"
+                else:
+                    async for data in response.aiter_raw():
+                        arrivals.append((time.perf_counter(), len(data)))
+                        if len(head) < 64:
+                            head.extend(data[: 64 - len(head)])
+        except TimeoutError:
+            error = f"timed out after {self.timeout_s:g} s"
+        except httpx.HTTPError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        return sent_at, arrivals, bytes(head), headers, error
+
+
+class SpeakwireHttpTarget(_HttpTarget):
+    name = "speakwire-http"
+
+    def __init__(
+        self, url: str, *, timeout_s: float = 120.0, max_connections: int = 64, sample_rate: int = 24000
+    ) -> None:
+        super().__init__(url, timeout_s=timeout_s, max_connections=max_connections)
+        self.sample_rate = sample_rate
+
+    async def _stream(self, text: str) -> _Stream:
+        body = {"input": text, "response_format": "pcm", "stream_format": "audio", "sample_rate": self.sample_rate}
+        sent_at, arrivals, _, headers, error = await self._post_stream("/v1/audio/speech", body)
+        rate = int(headers.get("x-audio-sample-rate", self.sample_rate))
+        return _Stream(sent_at, time.perf_counter(), arrivals, rate * 2, error=error)
+
+
+class PiperHttpTarget(_HttpTarget):
+    name = "piper-http"
+
+    async def _stream(self, text: str) -> _Stream:
+        sent_at, arrivals, head, _, error = await self._post_stream("/synthesize", {"text": text})
+        rate, header = 22050, 44
+        if error is None:
+            try:
+                rate, header = parse_wav_head(head)
+            except ValueError as exc:
+                error = str(exc)
+        return _Stream(sent_at, time.perf_counter(), arrivals, rate * 2, skip_bytes=header, error=error)
+
+
+def parse_wav_head(head: bytes) -> tuple[int, int]:
+    """Sample rate and header length of a mono 16-bit RIFF/WAVE file from its first bytes."""
+    if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        raise ValueError("response is not a WAV file")
+    offset, rate = 12, 0
+    while offset + 8 <= len(head):
+        chunk, size = head[offset : offset + 4], struct.unpack_from("<I", head, offset + 4)[0]
+        if chunk == b"fmt " and offset + 16 <= len(head):
+            rate = struct.unpack_from("<I", head, offset + 12)[0]
+        if chunk == b"data":
+            if not rate:
+                break
+            return rate, offset + 8
+        offset += 8 + size + (size & 1)
+    raise ValueError("WAV header not within the first bytes of the response")
+
+
+class SpeakwireWebSocketTarget(StreamTarget):
+    """The speech stream with an LLM-like text feed: ``words_per_piece`` words every ``piece_interval_s``."""
+
+    name = "speakwire-ws"
+
+    def __init__(
+        self, url: str, *, timeout_s: float = 120.0, words_per_piece: int = 5, piece_interval_s: float = 0.05
+    ) -> None:
+        super().__init__(url, timeout_s=timeout_s)
+        self.words_per_piece = words_per_piece
+        self.piece_interval_s = piece_interval_s
+
+    async def _stream(self, text: str) -> _Stream:
+        arrivals: list[tuple[float, int]] = []
+        first_sent: list[float] = []
+        rate = 24000
+        error: str | None = None
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                client = await SpeechStreamClient.connect(self.url)
+                try:
+                    await client.configure(response_format="pcm", stream_audio=True)
+                    sender = asyncio.create_task(self._feed(client, text, first_sent))
+                    try:
+                        while True:
+                            message = await client.receive()
+                            if isinstance(message, bytes):
+                                arrivals.append((time.perf_counter(), len(message)))
+                                continue
+                            kind = message.get("type")
+                            if kind == "audio.start":
+                                rate = int(message.get("sample_rate", rate))
+                            elif kind == "error":
+                                error = f"error event: {message.get('message')}"
+                            elif kind == "session.done":
+                                break
+                    finally:
+                        if not sender.done():
+                            sender.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, TransportClosed):
+                            await sender
+                finally:
+                    with contextlib.suppress(Exception):
+                        await client.aclose()
+        except TimeoutError:
+            error = f"timed out after {self.timeout_s:g} s"
+        except TransportClosed as exc:
+            error = error or f"stream closed before session.done: {exc}"
+        except OSError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        ended_at = time.perf_counter()
+        sent_at = first_sent[0] if first_sent else ended_at
+        return _Stream(sent_at, ended_at, arrivals, rate * 2, error=error)
+
+    async def _feed(self, client: SpeechStreamClient, text: str, first_sent: list[float]) -> None:
+        for i, piece in enumerate(text_pieces(text, self.words_per_piece)):
+            if i and self.piece_interval_s:
+                await asyncio.sleep(self.piece_interval_s)
+            if not first_sent:
+                first_sent.append(time.perf_counter())
+            await client.send_text(piece)
+        await client.done()
+
+
+async def run_level(target: StreamTarget, texts: Sequence[str], *, concurrency: int, streams: int) -> LevelResult:
+    """Run ``streams`` utterances with ``concurrency`` in flight (closed loop); text ``i`` is ``texts[i % n]``."""
+    if concurrency < 1 or streams < 1 or not texts:
+        raise ValueError("need concurrency >= 1, streams >= 1 and at least one text")
+    counter = itertools.count()
+    records: list[StreamRecord] = []
+    level_start = time.perf_counter()
+
+    async def client() -> None:
+        while (index := next(counter)) < streams:
+            text = texts[index % len(texts)]
+            records.append(await target.stream(text, concurrency=concurrency, index=index, level_start=level_start))
+
+    async with target:
+        await asyncio.gather(*(client() for _ in range(min(concurrency, streams))))
+    wall = time.perf_counter() - level_start
+    records.sort(key=lambda r: r.index)
+    return LevelResult(target=target.name, concurrency=concurrency, wall_s=wall, streams=records)

@@ -1,0 +1,1 @@
+"""The ``speakwire`` command line: thin wrappers over library calls."""

@@ -1,0 +1,363 @@
+"""``speakwire sagemaker deploy|smoke|invoke|status|delete``: thin wrappers over ``speakwire.deploy.sagemaker``.
+
+boto3 (the ``[sagemaker]`` extra) and the bidirectional-stream SDK (``[sagemaker-bidi]``,
+Python ≥ 3.12) are imported only when a command runs, so ``speakwire --help`` works
+without them and a missing one fails with the pip command that installs it.
+
+Exit codes: 0 success; 1 the operation failed (smoke test, endpoint, or resources left
+behind by ``delete``); 2 invalid options or a missing dependency, before any AWS call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from speakwire.errors import MissingExtraError
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def register(subparsers: Any) -> None:
+    """Add ``sagemaker`` and its actions to the top-level parser."""
+    from speakwire.deploy.sagemaker import settings as s
+    from speakwire.deploy.sagemaker import smoke
+
+    parser = subparsers.add_parser(
+        "sagemaker",
+        help="deploy to, test and delete Amazon SageMaker AI endpoints",
+        description="Deploy a TTS endpoint on Amazon SageMaker AI, test it, and clean it up.",
+    )
+    actions = parser.add_subparsers(dest="sagemaker_action", required=True, metavar="ACTION")
+
+    deploy = actions.add_parser(
+        "deploy",
+        help="create model, endpoint config and endpoint; smoke-test; keep or delete",
+        description="Creates the endpoint, waits for InService, runs the streaming smoke test, then deletes "
+        "everything unless --keep-endpoint is given and the smoke test passed. Billing runs until deletion.",
+    )
+    deploy.add_argument(
+        "--endpoint-name", help="name for model, config and endpoint (default speakwire-<unix time>)"
+    )
+    _add_region(deploy)
+    deploy.add_argument(
+        "--instance-types",
+        nargs="+",
+        default=list(s.DEFAULT_INSTANCE_TYPES),
+        metavar="TYPE",
+        help="1-5 instance pools, highest priority first; quota is needed for each (default: %(default)s)",
+    )
+    deploy.add_argument("--role", help=f"execution role ARN (default ${s.ROLE_ENV})")
+    deploy.add_argument(
+        "--image-uri", help="serving image (default: the vLLM-Omni SageMaker DLC for the region)"
+    )
+    deploy.add_argument("--model-id", default=s.DEFAULT_MODEL_ID, help="SM_VLLM_MODEL (default: %(default)s)")
+    deploy.add_argument(
+        "--gpu-memory-utilization", type=float, help="SM_VLLM_GPU_MEMORY_UTILIZATION, e.g. 0.45"
+    )
+    deploy.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra container variable (SPEAKWIRE_*, SM_VLLM_*); repeatable",
+    )
+    deploy.add_argument(
+        "--provision-timeout",
+        type=int,
+        default=s.DEFAULT_PROVISION_TIMEOUT_S,
+        metavar="SECONDS",
+        help="per-pool provisioning timeout before falling back to the next pool (default: %(default)s)",
+    )
+    deploy.add_argument(
+        "--ami-version", default=s.DEFAULT_AMI_VERSION, help="InferenceAmiVersion (default: %(default)s)"
+    )
+    deploy.add_argument(
+        "--keep-endpoint", action="store_true", help="keep the endpoint running if the smoke test passes"
+    )
+    deploy.add_argument("--min-instances", type=int, help="autoscaling floor (default 1 with autoscaling)")
+    deploy.add_argument("--max-instances", type=int, help="autoscaling ceiling; turns autoscaling on")
+    deploy.add_argument(
+        "--target-invocations",
+        type=float,
+        help="autoscaling target, invocations per instance per minute "
+        f"(default {s.DEFAULT_TARGET_INVOCATIONS:g})",
+    )
+    _add_smoke_options(deploy, smoke)
+    deploy.set_defaults(func=run_deploy)
+
+    smoke_parser = actions.add_parser(
+        "smoke", help="run the streaming smoke test against an existing endpoint"
+    )
+    _add_endpoint_name(smoke_parser)
+    _add_region(smoke_parser)
+    _add_smoke_options(smoke_parser, smoke)
+    smoke_parser.set_defaults(func=run_smoke_command)
+
+    invoke = actions.add_parser(
+        "invoke",
+        help="one /v1/audio/speech request through InvokeEndpoint; voice cloning with --ref-audio",
+    )
+    _add_endpoint_name(invoke)
+    _add_region(invoke)
+    invoke.add_argument("--text", required=True, help="what to say")
+    invoke.add_argument(
+        "--ref-audio", type=Path, metavar="FILE", help="reference clip to clone (any format, 1-30 s)"
+    )
+    invoke.add_argument("--ref-text", help="transcript of the reference clip")
+    invoke.add_argument("--voice", help="built-in speaker when there is no --ref-audio (e.g. Vivian)")
+    invoke.add_argument("--language", default="English", help="language name (default: %(default)s)")
+    invoke.add_argument(
+        "--output", type=Path, default=Path("speech.wav"), help="WAV to write (default: %(default)s)"
+    )
+    invoke.add_argument(
+        "--stream",
+        action="store_true",
+        help="use InvokeEndpointWithResponseStream and report time to first byte",
+    )
+    invoke.set_defaults(func=run_invoke)
+
+    status = actions.add_parser("status", help="show endpoint status, landed instance pool, config and model")
+    _add_endpoint_name(status)
+    _add_region(status)
+    status.set_defaults(func=run_status)
+
+    delete = actions.add_parser(
+        "delete", help="delete endpoint, endpoint config and model; exits 1 if anything is left"
+    )
+    _add_endpoint_name(delete)
+    _add_region(delete)
+    delete.set_defaults(func=run_delete)
+
+
+def _add_endpoint_name(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--endpoint-name", required=True, help="endpoint (and config and model) name")
+
+
+def _add_region(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--region", help="AWS region (default $AWS_REGION, then us-east-1)")
+
+
+def _add_smoke_options(parser: argparse.ArgumentParser, smoke: Any) -> None:
+    parser.add_argument("--text", default=smoke.DEFAULT_TEXT, help="smoke-test sentence")
+    parser.add_argument("--voice", default=smoke.DEFAULT_VOICE, help="speaker (default: %(default)s)")
+    parser.add_argument("--language", default=smoke.DEFAULT_LANGUAGE, help="language (default: %(default)s)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=smoke.DEFAULT_OUTPUT,
+        help="WAV of the smoke-test audio (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--smoke-timeout",
+        type=float,
+        default=smoke.DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="deadline for the whole smoke test (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--model-invocation-path",
+        default="v1/audio/speech/stream",
+        help="container WebSocket path for the bidirectional stream (default: %(default)s)",
+    )
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def _boto3() -> Any:
+    try:
+        import boto3
+    except ImportError as exc:
+        raise MissingExtraError("sagemaker", "boto3") from exc
+    return boto3
+
+
+def _region(args: argparse.Namespace) -> str:
+    from speakwire.deploy.sagemaker.settings import resolve_region
+
+    return resolve_region(args.region, os.environ)
+
+
+def _aws_errors() -> tuple[type[BaseException], ...]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (BotoCoreError, ClientError)
+
+
+def _endpoint_smoke(args: argparse.Namespace, region: str) -> Callable[[str], Any]:
+    """A function running the streaming smoke test against an endpoint over the bidirectional stream."""
+    from speakwire.deploy.sagemaker.bidi import SageMakerBidiTransport
+    from speakwire.deploy.sagemaker.smoke import SmokeResult, run_smoke
+
+    async def smoke_async(endpoint_name: str) -> SmokeResult:
+        transport = await SageMakerBidiTransport.connect(
+            endpoint_name, region=region, model_invocation_path=args.model_invocation_path
+        )
+        return await run_smoke(
+            transport,
+            text=args.text,
+            voice=args.voice,
+            language=args.language,
+            output_path=args.output,
+            timeout_s=args.smoke_timeout,
+        )
+
+    def smoke(endpoint_name: str) -> SmokeResult:
+        return asyncio.run(smoke_async(endpoint_name))
+
+    return smoke
+
+
+def run_deploy(args: argparse.Namespace) -> int:
+    from speakwire.deploy.sagemaker.bidi import load_bidi_sdk
+    from speakwire.deploy.sagemaker.settings import DeploySettingsError, build_settings
+
+    try:
+        settings = build_settings(
+            endpoint_name=args.endpoint_name,
+            region=args.region,
+            role_arn=args.role,
+            image_uri=args.image_uri,
+            instance_types=args.instance_types,
+            model_id=args.model_id,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            env_assignments=args.env,
+            provision_timeout_s=args.provision_timeout,
+            ami_version=args.ami_version,
+            keep_endpoint=args.keep_endpoint,
+            min_instances=args.min_instances,
+            max_instances=args.max_instances,
+            target_invocations=args.target_invocations,
+        )
+        boto3 = _boto3()
+        # The smoke test needs the bidirectional client; find out now, not after paying for an endpoint.
+        load_bidi_sdk()
+        args.model_invocation_path = _invocation_path(args.model_invocation_path)
+    except (DeploySettingsError, MissingExtraError, ValueError) as exc:
+        return _fail(f"{exc}; nothing was created", EXIT_USAGE)
+
+    from speakwire.deploy.sagemaker.deploy import deploy
+
+    session = boto3.Session(region_name=settings.region)
+    if session.get_credentials() is None:
+        return _fail(
+            "no AWS credentials found (environment, ~/.aws, SSO or instance role); nothing was created",
+            EXIT_USAGE,
+        )
+    try:
+        result = deploy(
+            session.client("sagemaker"),
+            settings,
+            smoke=_endpoint_smoke(args, settings.region),
+            autoscaling_client=session.client("application-autoscaling") if settings.autoscaling else None,
+        )
+    except _aws_errors() as exc:
+        return _fail(str(exc), EXIT_FAILED)
+    except KeyboardInterrupt:
+        return _fail("interrupted; what this run created has been deleted (see above)", EXIT_INTERRUPTED)
+    if result.cleanup is not None and not result.cleanup.ok:
+        left = ", ".join(d.resource for d in result.cleanup.left)
+        print(
+            f"WARNING: could not delete {left}; run: speakwire sagemaker delete "
+            f"--endpoint-name {settings.endpoint_name} --region {settings.region}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if not result.ok:
+        return _fail(result.reason, EXIT_FAILED)
+    return 0
+
+
+def _invocation_path(path: str) -> str:
+    from speakwire.deploy.sagemaker.bidi import normalize_invocation_path
+
+    return normalize_invocation_path(path)
+
+
+def run_smoke_command(args: argparse.Namespace) -> int:
+    from speakwire.client.transport import TransportClosed
+
+    try:
+        region = _region(args)
+        args.model_invocation_path = _invocation_path(args.model_invocation_path)
+        from speakwire.deploy.sagemaker.bidi import load_bidi_sdk
+
+        load_bidi_sdk()
+    except (MissingExtraError, ValueError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    try:
+        result = _endpoint_smoke(args, region)(args.endpoint_name)
+    except (TransportClosed, RuntimeError) as exc:
+        return _fail(str(exc), EXIT_FAILED)
+    print(result.summary())
+    return 0 if result.ok else EXIT_FAILED
+
+
+def run_invoke(args: argparse.Namespace) -> int:
+    try:
+        region = _region(args)
+        boto3 = _boto3()
+    except (MissingExtraError, ValueError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    from speakwire.deploy.sagemaker.invoke import invoke
+    from speakwire.deploy.sagemaker.reference_audio import ReferenceAudioError
+    from speakwire.deploy.sagemaker.speech_response import SpeechResponseError
+
+    client = boto3.Session(region_name=region).client("sagemaker-runtime")
+    failures: tuple[type[BaseException], ...] = (SpeechResponseError, ValueError, *_aws_errors())
+    try:
+        invoke(
+            client,
+            args.endpoint_name,
+            text=args.text,
+            output=args.output,
+            ref_audio_path=args.ref_audio,
+            ref_text=args.ref_text,
+            voice=args.voice,
+            language=args.language,
+            stream=args.stream,
+        )
+    except (ReferenceAudioError, OSError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    except failures as exc:
+        return _fail(str(exc), EXIT_FAILED)
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    try:
+        region = _region(args)
+        boto3 = _boto3()
+    except (MissingExtraError, ValueError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    from speakwire.deploy.sagemaker.status import status
+
+    try:
+        report = status(boto3.Session(region_name=region).client("sagemaker"), args.endpoint_name)
+    except _aws_errors() as exc:
+        return _fail(str(exc), EXIT_FAILED)
+    for line in report.lines():
+        print(line)
+    return 0 if report.endpoint_status is not None else EXIT_FAILED
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    try:
+        region = _region(args)
+        boto3 = _boto3()
+    except (MissingExtraError, ValueError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    from speakwire.deploy.sagemaker.delete import delete
+
+    result = delete(boto3.Session(region_name=region).client("sagemaker"), args.endpoint_name)
+    return 0 if result.ok else EXIT_FAILED

@@ -1,0 +1,108 @@
+"""``speakwire serve``: run the server (the embedded voice by default)."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import sys
+
+from speakwire.settings import Settings
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("serve", help="Run the speech server.", description="Run the speech server.")
+    p.add_argument("--host", help="Bind address (default 127.0.0.1; 0.0.0.0 with --sagemaker).")
+    p.add_argument("--port", type=int, help="Port (default 8000; 8080 with --sagemaker).")
+    p.add_argument("--engine", choices=("piper", "qwen3"), help="Engine (default piper, the embedded voice).")
+    p.add_argument("--voice", help="Piper voice file (.onnx, with its .onnx.json beside it).")
+    p.add_argument("--model", help="Qwen3-TTS model: a local directory or a hub id (with --engine qwen3).")
+    p.add_argument("--device", help="cuda, cuda:0, cpu (Qwen3; default: CUDA when available).")
+    p.add_argument("--dtype", help="bfloat16, float16, float32 (Qwen3; default bf16 on CUDA, fp32 on CPU).")
+    p.add_argument("--gpu-memory-utilization", type=float, help="Fraction of GPU memory this process may use.")
+    p.add_argument("--api-key", default=os.environ.get("SPEAKWIRE_API_KEY"), help="Require this bearer key.")
+    p.add_argument("--insecure", action="store_true", help="Allow a non-loopback host without an API key.")
+    p.add_argument("--workers", type=int, help="Engine worker threads (default: one per core; 1 for GPU).")
+    p.add_argument("--max-streams", type=int, help="Concurrent streams before 429/1013 (default 64).")
+    p.add_argument("--max-input-chars", type=int, help="HTTP input limit (default 10000).")
+    p.add_argument("--data-dir", help="Where saved voices live (default: per-user data dir).")
+    p.add_argument("--max-voices", type=int, help="Saved-voice cap (default 1000, or SPEAKWIRE_MAX_VOICES).")
+    p.add_argument("--allow-remote-ref-audio", action="store_true", help="Let ref_audio be an http(s) URL.")
+    p.add_argument(
+        "--model-alias",
+        action="append",
+        default=[],
+        metavar="ALIAS=MODEL",
+        help="Extra model name accepted for the served model (repeatable; OpenAI names are built in).",
+    )
+    p.add_argument(
+        "--voice-alias",
+        action="append",
+        default=[],
+        metavar="ALIAS=VOICE",
+        help="Map a voice name to one of the engine's voices, e.g. alloy=Vivian (repeatable).",
+    )
+    p.add_argument("--sagemaker", action="store_true", help="SageMaker container mode: 0.0.0.0:8080, /ping.")
+    p.add_argument("--log-level", default=os.environ.get("SPEAKWIRE_LOG_LEVEL", "info"),
+                   choices=("critical", "error", "warning", "info", "debug"))  # fmt: skip
+    p.set_defaults(func=run)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _aliases(pairs: list[str], flag: str) -> dict[str, str]:
+    aliases = {}
+    for pair in pairs:
+        name, sep, target = pair.partition("=")
+        if not sep or not name.strip() or not target.strip():
+            raise SystemExit(f"{flag} expects ALIAS=TARGET, got {pair!r}")
+        aliases[name.strip()] = target.strip()
+    return aliases
+
+
+def build_settings(args: argparse.Namespace) -> Settings:
+    if args.sagemaker:
+        from speakwire.server.sagemaker.config import sagemaker_settings
+
+        settings: Settings = sagemaker_settings(args)
+        return settings
+    settings = Settings.from_env(
+        host=args.host, port=args.port, engine=args.engine, model=args.model or args.voice, device=args.device,
+        dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization, api_key=args.api_key,
+        insecure=args.insecure or None, workers=args.workers, max_streams=args.max_streams,
+        max_input_chars=args.max_input_chars, data_dir=args.data_dir, max_voices=args.max_voices,
+        allow_remote_ref_audio=args.allow_remote_ref_audio or None, log_level=args.log_level,
+        model_aliases=_aliases(args.model_alias, "--model-alias") or None,
+        voice_aliases=_aliases(args.voice_alias, "--voice-alias") or None,
+    )  # fmt: skip
+    if args.voice and settings.engine != "piper":
+        raise SystemExit("--voice is a Piper voice file; use --model with --engine qwen3")
+    return settings
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from speakwire.server.app import create_app
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = build_settings(args)
+    if not _is_loopback(settings.host) and not settings.api_key and not (settings.insecure or settings.sagemaker):
+        print(
+            f"refusing to listen on {settings.host} without an API key: pass --api-key (or SPEAKWIRE_API_KEY), "
+            "or --insecure to serve without one",
+            file=sys.stderr,
+        )
+        return 2
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, ws_ping_interval=20,
+                ws_ping_timeout=20, timeout_graceful_shutdown=10)  # fmt: skip
+    return 0

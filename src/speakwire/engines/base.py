@@ -1,0 +1,98 @@
+"""The Engine interface: what an engine can do, and one segment of text → float32 PCM chunks.
+
+Engines know nothing of HTTP, WebSockets or encoders. ``synthesize`` is a blocking
+generator: the pipeline runs it on a worker thread and pulls chunks one at a time,
+so a cancel takes effect between chunks (``SynthesisRequest.cancelled`` lets an
+engine stop even sooner, inside a long model call).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from speakwire.audio.chunk import AudioChunk
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInfo:
+    """What an engine can do; protocols validate requests against it before any work starts."""
+
+    name: str
+    """Engine name, e.g. ``piper`` or ``qwen3``."""
+    model: str
+    """The model id clients put in ``model`` (served model name)."""
+    sample_rate: int
+    """Native sample rate of the PCM the engine yields."""
+    voices: tuple[str, ...]
+    """Voices (speakers) the engine has built in; the first is the default."""
+    languages: tuple[str, ...] = ("English",)
+    """Languages it speaks (Qwen3 names: English, Chinese, ...)."""
+    supports_cloning: bool = False
+    """Accepts reference audio (+ transcript) to clone a voice."""
+    supports_instructions: bool = False
+    """Honours a free-text style instruction."""
+    supports_speed: bool = True
+    task_types: tuple[str, ...] = ()
+    """vLLM-Omni task types the loaded model serves (CustomVoice, VoiceDesign, Base); empty for non-Qwen engines."""
+    resumable: bool = False
+    """``synthesize`` generators may be paused between chunks and resumed on another worker thread
+    (lets the scheduler hand a worker to a more urgent stream mid-segment)."""
+    needs_text_normalization: bool = True
+    """Whether the pipeline should expand numbers, dates, ... before synthesis (English only)."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def default_voice(self) -> str:
+        return self.voices[0] if self.voices else ""
+
+
+@dataclass(slots=True)
+class SynthesisRequest:
+    """Per-request options for one utterance; the engine validates and keeps what it honours."""
+
+    voice: str | None = None
+    language: str | None = None
+    speed: float = 1.0
+    instructions: str | None = None
+    task_type: str | None = None
+    ref_audio: Any = None
+    """Decoded reference audio (``AudioChunk``) or an engine-specific prepared voice prompt."""
+    ref_text: str | None = None
+    x_vector_only_mode: bool = False
+    seed: int | None = None
+    max_new_tokens: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    latency_critical: bool = True
+    """Set by the pipeline before each segment: True while a listener waits for audio (the first segment,
+    or little audio buffered). Engines may then spend extra compute to produce the first samples sooner."""
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    """Set by the pipeline when the client is gone or cancelled; engines check it between steps."""
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A loaded speech model."""
+
+    @property
+    def info(self) -> EngineInfo: ...
+
+    def validate(self, request: SynthesisRequest) -> SynthesisRequest:
+        """Check options against the model; raise ``BadRequestError``/``NotFoundError`` saying why.
+
+        Returns the request with defaults filled in (e.g. the canonical voice name).
+        Runs on the event loop: must be cheap.
+        """
+        ...
+
+    def prepare(self, request: SynthesisRequest) -> SynthesisRequest:
+        """Per-utterance heavy preparation (e.g. encode a clone prompt); blocking, runs on a worker."""
+        ...
+
+    def synthesize(self, text: str, request: SynthesisRequest) -> Iterator[AudioChunk]:
+        """Synthesize one segment; blocking generator yielding chunks as they are ready."""
+        ...
+
+    def close(self) -> None: ...

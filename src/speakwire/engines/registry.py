@@ -1,0 +1,39 @@
+"""Engines chosen by name: ``piper`` (default, embedded voice) or ``qwen3``."""
+
+from __future__ import annotations
+
+import os
+
+from speakwire.engines.base import Engine
+from speakwire.settings import Settings
+
+ENGINE_NAMES = ("piper", "qwen3")
+
+
+def default_worker_count(settings: Settings) -> int:
+    """One worker per core for CPU engines; one for Qwen3 (its generation is serialised by a lock)."""
+    if settings.workers > 0:
+        return settings.workers
+    if settings.engine == "qwen3":
+        return 1
+    return max(1, os.cpu_count() or 1)
+
+
+def load_engine(settings: Settings) -> Engine:
+    """Load the engine the settings name; blocking (run it off the event loop)."""
+    if settings.engine == "piper":
+        from speakwire.engines.piper import PiperEngine
+
+        return PiperEngine.load(settings.model)
+    if settings.engine == "qwen3":
+        from speakwire.engines.qwen3.engine import load_qwen3_engine
+
+        if not settings.model:
+            raise ValueError("--engine qwen3 needs --model (a local directory or a hub id)")
+        return load_qwen3_engine(
+            settings.model,
+            device=settings.device,
+            dtype=settings.dtype,
+            gpu_memory_utilization=settings.gpu_memory_utilization,
+        )
+    raise ValueError(f"unknown engine '{settings.engine}'; choose one of {', '.join(ENGINE_NAMES)}")

@@ -1,0 +1,78 @@
+"""The exception tree every layer raises, and the HTTP status each one maps to.
+
+    SpeakwireError
+    ├── BadRequestError        400  the request asks for something invalid
+    ├── NotFoundError          404  unknown model, voice or route
+    ├── ConflictError          409  a name already taken
+    ├── PayloadTooLargeError   413  input over a limit
+    ├── TooBusyError           429  admission control refused the stream
+    ├── NotReadyError          503  engine still loading
+    └── EngineError            500  the engine failed while synthesizing
+
+Protocol layers turn these into an HTTP error body, an SSE error event or a
+WebSocket ``error`` event; engines and the pipeline never know which.
+"""
+
+from __future__ import annotations
+
+
+class SpeakwireError(Exception):
+    """Base of all errors speakwire reports to clients."""
+
+    status_code = 500
+    error_type = "InternalServerError"
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+    def to_dict(self) -> dict[str, object]:
+        """The OpenAI-style error object: ``{"message", "type", "param", "code"}``."""
+        return {"message": self.message, "type": self.error_type, "param": self.param, "code": self.status_code}
+
+
+class BadRequestError(SpeakwireError):
+    status_code = 400
+    error_type = "BadRequestError"
+
+
+class NotFoundError(SpeakwireError):
+    status_code = 404
+    error_type = "NotFoundError"
+
+
+class ConflictError(SpeakwireError):
+    status_code = 409
+    error_type = "ConflictError"
+
+
+class PayloadTooLargeError(SpeakwireError):
+    status_code = 413
+    error_type = "PayloadTooLargeError"
+
+
+class TooBusyError(SpeakwireError):
+    status_code = 429
+    error_type = "TooBusyError"
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class NotReadyError(SpeakwireError):
+    status_code = 503
+    error_type = "ServiceUnavailableError"
+
+
+class EngineError(SpeakwireError):
+    status_code = 500
+    error_type = "EngineError"
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency is missing; the message names the pip command that installs it."""
+
+    def __init__(self, extra: str, module: str) -> None:
+        super().__init__(f'{module} is not installed. Install it with: pip install "speakwire[{extra}]"')

@@ -1,0 +1,57 @@
+"""create_app: the FastAPI application, its routers, and the engine's lifetime."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+import speakwire
+from speakwire.engines.base import Engine
+from speakwire.server import info
+from speakwire.server.auth import ApiKeyMiddleware
+from speakwire.server.errors import install_error_handlers
+from speakwire.server.sagemaker import router as sagemaker_router
+from speakwire.server.sagemaker.routing import InvocationsRouter
+from speakwire.server.speech import router as speech_router
+from speakwire.server.state import ServerState
+from speakwire.server.stream import router as stream_router
+from speakwire.server.voices import router as voices_router
+from speakwire.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None, *, engine: Engine | None = None) -> FastAPI:
+    """Build the app; the engine loads in the background at startup (or ``engine`` is used as given)."""
+    settings = settings or Settings()
+    state = ServerState(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await state.start(engine)
+        try:
+            yield
+        finally:
+            await state.stop()
+
+    app = FastAPI(
+        title="speakwire",
+        version=speakwire.__version__,
+        description="Real-time streaming text-to-speech: OpenAI HTTP, vLLM-Omni WebSocket, SageMaker.",
+        lifespan=lifespan,
+    )
+    app.state.speakwire = state
+    install_error_handlers(app)
+    app.include_router(info.router)
+    app.include_router(speech_router.router)
+    app.include_router(stream_router.router)
+    app.include_router(sagemaker_router.router)
+    app.include_router(voices_router.router)
+    if settings.api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key, trust_invocations=settings.sagemaker)
+    # Outermost: /invocations is rewritten before auth and routing see it.
+    app.add_middleware(InvocationsRouter, default_route=settings.sagemaker_default_route, api=app)
+    return app

@@ -1,0 +1,82 @@
+"""Prometheus metrics for speech serving, labelled by engine and protocol.
+
+Each app owns its registry (tests start many apps in one process). ``observer()``
+returns the pipeline hooks that feed these metrics for one protocol.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from speakwire.synthesis import PipelineObserver, Usage
+
+_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
+
+
+class SpeechMetrics:
+    def __init__(self, engine: str) -> None:
+        self.engine = engine
+        self.registry = CollectorRegistry()
+        labels = ("engine", "protocol")
+        r = self.registry
+        self.ttfa = Histogram(
+            "speakwire_time_to_first_audio_seconds",
+            "Time from first text to first audio.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.rtf = Histogram(
+            "speakwire_real_time_factor",
+            "Synthesis wall time / audio duration per segment.",
+            labels,
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0),
+            registry=r,
+        )
+        self.queue_wait = Histogram(
+            "speakwire_queue_wait_seconds",
+            "Time a segment waited for an engine worker.",
+            ("engine",),
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.active = Gauge("speakwire_active_streams", "Utterances in progress.", labels, registry=r)
+        self.segments = Counter("speakwire_segments_total", "Segments synthesized.", labels, registry=r)
+        self.audio_seconds = Counter("speakwire_audio_seconds_total", "Audio produced.", labels, registry=r)
+        self.characters = Counter(
+            "speakwire_input_characters_total", "Text characters synthesized.", labels, registry=r
+        )
+        self.cancellations = Counter(
+            "speakwire_cancellations_total", "Utterances cancelled or abandoned.", labels, registry=r
+        )
+        self.rejections = Counter(
+            "speakwire_rejections_total", "Streams refused by admission control.", labels, registry=r
+        )
+        self.underruns = Counter(
+            "speakwire_underruns_total", "Audio that arrived after its playback deadline.", labels, registry=r
+        )
+        self.requests = Counter("speakwire_requests_total", "Speech requests by outcome.",
+                                (*labels, "status"), registry=r)  # fmt: skip
+
+    def observer(self, protocol: str) -> PipelineObserver:
+        labels = {"engine": self.engine, "protocol": protocol}
+
+        def on_segment(wall_s: float, audio_s: float) -> None:
+            self.segments.labels(**labels).inc()
+            self.audio_seconds.labels(**labels).inc(audio_s)
+            if audio_s > 0:
+                self.rtf.labels(**labels).observe(wall_s / audio_s)
+
+        def on_finish(usage: Usage) -> None:
+            self.characters.labels(**labels).inc(usage.characters)
+
+        return PipelineObserver(
+            on_first_audio=self.ttfa.labels(**labels).observe,
+            on_segment=on_segment,
+            on_underrun=self.underruns.labels(**labels).inc,
+            on_cancel=self.cancellations.labels(**labels).inc,
+            on_finish=on_finish,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,145 @@
+"""Serve one speech request over the shared pipeline, in the delivery the client asked for."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+from collections.abc import AsyncIterator
+
+import numpy as np
+from starlette.responses import Response, StreamingResponse
+
+from speakwire.encoders.registry import CONTENT_TYPES, create_encoder, encode_file
+from speakwire.errors import BadRequestError, SpeakwireError
+from speakwire.server.options import resolve_speech
+from speakwire.server.speech.protocol import SpeechRequest
+from speakwire.server.state import ServerState
+from speakwire.synthesis import AudioReady, SegmentFinished, Usage, Utterance, UtteranceFinished
+
+logger = logging.getLogger(__name__)
+
+
+def audio_headers(sample_rate: int) -> dict[str, str]:
+    return {"X-Audio-Sample-Rate": str(sample_rate), "X-Audio-Channels": "1", "Cache-Control": "no-store"}
+
+
+def usage_body(usage: Usage) -> dict[str, object]:
+    """OpenAI's usage object (input tokens = characters, output tokens = 12.5 Hz audio frames) plus our timings."""
+    output_tokens = round(usage.audio_s * 12.5)
+    return {
+        "input_tokens": usage.characters,
+        "output_tokens": output_tokens,
+        "total_tokens": usage.characters + output_tokens,
+        **usage.to_dict(),
+    }
+
+
+async def create_speech(state: ServerState, body: SpeechRequest, *, protocol: str = "http") -> Response:
+    engine, pipeline, metrics = state.require_ready()
+    text = body.input
+    if not text.strip():
+        raise BadRequestError("Input text cannot be empty.", param="input")
+    limit = state.settings.max_input_chars
+    if len(text) > limit:
+        raise BadRequestError(
+            f"Input is {len(text)} characters; the limit is {limit}. Split the text, or stream it over "
+            "the WebSocket /v1/audio/speech/stream.",
+            param="input",
+        )
+    resolved = await resolve_speech(state, engine, body.options())
+    fmt, rate = resolved.response_format, resolved.output_rate
+    try:
+        utterance = pipeline.utterance(resolved.request, output_rate=rate, observer=metrics.observer(protocol))
+    except SpeakwireError:
+        metrics.rejections.labels(engine=engine.info.name, protocol=protocol).inc()
+        raise
+    metrics.active.labels(engine=engine.info.name, protocol=protocol).inc()
+    utterance.feed(text)
+    utterance.finish()
+    headers = audio_headers(rate)
+    delivery = body.delivery()
+    if delivery == "file":
+        try:
+            return await _whole_file(utterance, fmt, rate, headers)
+        finally:
+            _close(state, utterance, protocol)
+    stream = _raw_stream(utterance, fmt, rate) if delivery == "audio" else _sse_stream(utterance, fmt, rate)
+    return StreamingResponse(
+        _closing(state, utterance, protocol, stream),
+        media_type="text/event-stream" if delivery == "sse" else CONTENT_TYPES[fmt],
+        headers=headers,
+    )
+
+
+def _close(state: ServerState, utterance: Utterance, protocol: str) -> None:
+    utterance.close()
+    if state.metrics is not None and state.engine is not None:
+        state.metrics.active.labels(engine=state.engine.info.name, protocol=protocol).dec()
+
+
+async def _closing(
+    state: ServerState, utterance: Utterance, protocol: str, stream: AsyncIterator[bytes]
+) -> AsyncIterator[bytes]:
+    """Close the utterance however the response ends: done, failed, or the client went away (cancel)."""
+    try:
+        async for data in stream:
+            yield data
+    finally:
+        _close(state, utterance, protocol)
+
+
+async def _whole_file(utterance: Utterance, fmt: str, rate: int, headers: dict[str, str]) -> Response:
+    parts: list[np.ndarray] = []
+    async for event in utterance.events():
+        if isinstance(event, AudioReady):
+            parts.append(event.samples)
+        elif isinstance(event, SegmentFinished) and event.error is not None:
+            raise event.error
+    samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    data = await asyncio.to_thread(encode_file, fmt, rate, samples)
+    return Response(data, media_type=CONTENT_TYPES[fmt], headers=headers)
+
+
+class StreamAborted(Exception):
+    """Raised inside a raw audio stream so the server drops the connection: the client must not take a
+    truncated body for complete audio."""
+
+
+async def _raw_stream(utterance: Utterance, fmt: str, rate: int) -> AsyncIterator[bytes]:
+    encoder = create_encoder(fmt, rate, streaming=True)
+    pending = encoder.header()  # sent together with the first audio, so the first byte is audio
+    async for event in utterance.events():
+        if isinstance(event, AudioReady):
+            data = pending + encoder.encode(event.samples)
+            pending = b""
+            if data:
+                yield data
+        elif isinstance(event, SegmentFinished) and event.error is not None:
+            logger.error("aborting audio stream: %s", event.error.message)
+            raise StreamAborted(event.error.message)
+    yield pending + encoder.finish()
+
+
+def _sse(event: dict[str, object]) -> bytes:
+    return f"data: {json.dumps(event, separators=(',', ':'))}\n\n".encode()
+
+
+async def _sse_stream(utterance: Utterance, fmt: str, rate: int) -> AsyncIterator[bytes]:
+    encoder = create_encoder(fmt, rate, streaming=True)
+    pending = encoder.header()
+    async for event in utterance.events():
+        if isinstance(event, AudioReady):
+            data = pending + encoder.encode(event.samples)
+            pending = b""
+            if data:
+                yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+        elif isinstance(event, SegmentFinished) and event.error is not None:
+            yield _sse({"type": "speech.audio.error", "error": event.error.to_dict()})
+            return
+        elif isinstance(event, UtteranceFinished):
+            tail = pending + encoder.finish()
+            if tail:
+                yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(tail).decode()})
+            yield _sse({"type": "speech.audio.done", "usage": usage_body(event.usage)})

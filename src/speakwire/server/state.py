@@ -1,0 +1,120 @@
+"""ServerState: what every route needs — settings, the engine, the pipeline, readiness, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from speakwire.audio.chunk import AudioChunk
+from speakwire.engines.base import Engine, EngineInfo, SynthesisRequest
+from speakwire.engines.registry import default_worker_count, load_engine
+from speakwire.errors import NotReadyError
+from speakwire.scheduler import Scheduler
+from speakwire.server.metrics import SpeechMetrics
+from speakwire.server.voices.library import VoiceLibrary
+from speakwire.settings import OPENAI_MODEL_ALIASES, OPENAI_VOICE_ALIASES, Settings
+from speakwire.synthesis import SynthesisPipeline
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ServerState:
+    settings: Settings
+    engine: Engine | None = None
+    pipeline: SynthesisPipeline | None = None
+    metrics: SpeechMetrics | None = None
+    voices: VoiceLibrary | None = None
+    """Saved voices (``--data-dir``); open from startup, before and independent of the engine."""
+    ready: bool = False
+    load_error: str | None = None
+    started_at: float = field(default_factory=time.monotonic)
+    _load_task: asyncio.Task[None] | None = None
+
+    # ----- lifetime ---------------------------------------------------------------------
+
+    async def start(self, engine: Engine | None = None) -> None:
+        """Begin loading in the background so /health answers at once and /ready turns 200 after warm-up."""
+        # The voice library opens first and in the foreground: it is quick (no files until a voice is saved),
+        # and a library that cannot be read should stop the server rather than silently lose its voices.
+        self.voices = await VoiceLibrary.open(self.settings)
+        self._load_task = asyncio.create_task(self._load(engine))
+
+    async def _load(self, engine: Engine | None) -> None:
+        try:
+            if engine is None:
+                engine = await asyncio.to_thread(load_engine, self.settings)
+            self.engine = engine
+            scheduler = Scheduler(default_worker_count(self.settings))
+            self.metrics = SpeechMetrics(engine.info.name)
+            scheduler.queue_wait_observer = self.metrics.queue_wait.labels(engine=engine.info.name).observe
+            self.pipeline = SynthesisPipeline(
+                engine, scheduler, max_streams=self.settings.max_streams, max_queue=self.settings.max_queue
+            )
+            if self.settings.warmup:
+                await asyncio.to_thread(self._warm_up, engine)
+            self.ready = True
+            logger.info(
+                "ready: engine %s, model %s, %d worker(s), %d Hz native",
+                engine.info.name, engine.info.model, scheduler.workers, engine.info.sample_rate,
+            )  # fmt: skip
+        except Exception as exc:
+            self.load_error = f"{type(exc).__name__}: {exc}"
+            logger.exception("engine failed to load")
+
+    @staticmethod
+    def _warm_up(engine: Engine) -> None:
+        """One real synthesis, so the first client does not pay for lazy initialisation."""
+        info = engine.info
+        request = SynthesisRequest()
+        if "Base" in info.task_types:
+            # Cloning models need a reference: two seconds of a quiet tone, speaker embedding only.
+            tone = 0.1 * np.sin(2 * np.pi * 220 * np.arange(2 * 24000) / 24000)
+            request.ref_audio = AudioChunk(tone.astype(np.float32), 24000)
+            request.x_vector_only_mode = True
+        if "VoiceDesign" in info.task_types:
+            request.instructions = "A calm, clear voice."
+        request = engine.prepare(engine.validate(request))
+        for _ in engine.synthesize("Hello.", request):
+            pass
+
+    async def stop(self) -> None:
+        if self._load_task is not None and not self._load_task.done():
+            self._load_task.cancel()
+        if self.pipeline is not None:
+            await asyncio.to_thread(self.pipeline.scheduler.close)
+        if self.engine is not None:
+            self.engine.close()
+        if self.voices is not None:
+            await self.voices.close()
+
+    # ----- helpers for routes -----------------------------------------------------------
+
+    def require_ready(self) -> tuple[Engine, SynthesisPipeline, SpeechMetrics]:
+        if self.load_error:
+            raise NotReadyError(f"Engine failed to load: {self.load_error}")
+        if not self.ready or self.engine is None or self.pipeline is None or self.metrics is None:
+            raise NotReadyError("Engine is still loading; retry shortly (GET /ready turns 200 when it is ready).")
+        return self.engine, self.pipeline, self.metrics
+
+    def served_models(self, info: EngineInfo) -> list[str]:
+        names = [info.model]
+        if self.settings.model and self.settings.model not in names:
+            names.append(self.settings.model)
+        return names
+
+    def model_aliases(self) -> dict[str, str]:
+        aliases = {name: "" for name in OPENAI_MODEL_ALIASES}
+        aliases.update({"speakwire": ""})
+        aliases.update(self.settings.model_aliases)
+        return aliases
+
+    def voice_aliases(self, info: EngineInfo) -> dict[str, str]:
+        """OpenAI voice names → this engine's default voice (configurable)."""
+        aliases = {name: info.default_voice for name in OPENAI_VOICE_ALIASES} if info.voices else {}
+        aliases.update({k.lower(): v for k, v in self.settings.voice_aliases.items()})
+        return aliases

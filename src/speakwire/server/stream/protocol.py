@@ -1,0 +1,154 @@
+"""Wire format of the speech stream: limits, close codes, session.config parsing, server events.
+
+Compatible with both vLLM-Omni generations (see ../shared/reference/protocols.md §2)
+plus our additions: ``input.cancel`` (alias ``response.cancel``) → ``input.cancelled``,
+usage on ``session.done``, and auth inside ``session.config``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from speakwire.errors import BadRequestError
+from speakwire.server.options import SpeechOptions, voice_name
+from speakwire.text.segmenter import Granularity
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+MAX_TEXT_MESSAGE_BYTES = 128 * 1024
+MAX_SESSION_CHARS = 100_000
+MAX_FRAME_BYTES = 32 * 1024
+"""Binary audio frames are split to at most this size so players get a steady flow."""
+
+# Close codes (RFC 6455 §7.4.1 and the IANA registry).
+CLOSE_NORMAL = 1000
+CLOSE_POLICY = 1008
+"""Auth failure, no session.config in time, invalid session.config."""
+CLOSE_TOO_BIG = 1009
+CLOSE_TRY_LATER = 1013
+"""Admission control: the server is at capacity."""
+CLOSE_INTERNAL = 1011
+
+ClientEventType = Literal["session.config", "input.text", "input.done", "input.cancel", "response.cancel",
+                          "session.close"]  # fmt: skip
+CLIENT_EVENT_TYPES: tuple[str, ...] = ClientEventType.__args__  # type: ignore[attr-defined]
+
+_CONFIG_FIELDS = {
+    "type", "model", "voice", "speaker", "task_type", "language", "instructions", "response_format", "speed",
+    "max_new_tokens", "initial_codec_chunk_frames", "ref_audio", "ref_text", "x_vector_only_mode",
+    "speaker_embedding", "stream_audio", "split_granularity", "seed", "word_timestamps", "sample_rate",
+    "api_key", "close_after_done",
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class StreamConfig:
+    """A validated session.config."""
+
+    options: SpeechOptions
+    stream_audio: bool
+    granularity: Granularity
+    close_after_done: bool
+    ignored_fields: tuple[str, ...]
+    api_key: str | None
+
+
+def parse_config(message: dict[str, Any]) -> StreamConfig:
+    """Check field types and combinations; raise BadRequestError saying what is wrong."""
+    fmt = message.get("response_format") or "wav"
+    if not isinstance(fmt, str):
+        raise BadRequestError("response_format must be a string.", param="response_format")
+    stream_audio = _bool(message, "stream_audio", False)
+    if stream_audio and fmt.lower() != "pcm":
+        raise BadRequestError(
+            "stream_audio=true sends raw PCM frames as they are produced and needs response_format 'pcm'; "
+            "use stream_audio=false for one encoded file per sentence.",
+            param="stream_audio",
+        )
+    granularity: Granularity = message.get("split_granularity") or "sentence"
+    if granularity not in ("none", "sentence", "clause"):
+        raise BadRequestError(
+            f"split_granularity must be none, sentence or clause, got {granularity!r}.", param="split_granularity"
+        )
+    ignored = sorted(set(message) - _CONFIG_FIELDS)
+    if _bool(message, "word_timestamps", False):
+        ignored.append("word_timestamps")
+    speed = message.get("speed")
+    if speed is not None and not isinstance(speed, int | float):
+        raise BadRequestError("speed must be a number.", param="speed")
+    options = SpeechOptions(
+        model=_str(message, "model"),
+        voice=voice_name(message.get("voice")) or voice_name(message.get("speaker")),
+        response_format=fmt.lower(),
+        speed=None if speed is None else float(speed),
+        sample_rate=_int(message, "sample_rate"),
+        language=_str(message, "language"),
+        instructions=_str(message, "instructions"),
+        task_type=_str(message, "task_type"),
+        ref_audio=_str(message, "ref_audio"),
+        ref_text=_str(message, "ref_text"),
+        x_vector_only_mode=_bool(message, "x_vector_only_mode", False),
+        speaker_embedding=message.get("speaker_embedding"),
+        seed=_int(message, "seed"),
+        max_new_tokens=_int(message, "max_new_tokens"),
+        initial_codec_chunk_frames=_int(message, "initial_codec_chunk_frames"),
+    )
+    return StreamConfig(
+        options=options,
+        stream_audio=stream_audio,
+        granularity=granularity,
+        close_after_done=_bool(message, "close_after_done", False),
+        ignored_fields=tuple(ignored),
+        api_key=_str(message, "api_key"),
+    )
+
+
+def _str(message: dict[str, Any], key: str) -> str | None:
+    value = message.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadRequestError(f"{key} must be a string.", param=key)
+    return value
+
+
+def _int(message: dict[str, Any], key: str) -> int | None:
+    value = message.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequestError(f"{key} must be an integer.", param=key)
+    return value
+
+
+def _bool(message: dict[str, Any], key: str, default: bool) -> bool:
+    value = message.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise BadRequestError(f"{key} must be true or false.", param=key)
+    return value
+
+
+# ----- server events ----------------------------------------------------------------------
+
+
+def error_event(message: str, *, code: str | None = None, **extra: Any) -> dict[str, Any]:
+    event: dict[str, Any] = {"type": "error", "message": message}
+    if code:
+        event["code"] = code
+    event.update(extra)
+    return event
+
+
+def audio_start(utterance: int, sentence: int, text: str, fmt: str, sample_rate: int) -> dict[str, Any]:
+    return {"type": "audio.start", "utterance_index": utterance, "sentence_index": sentence,
+            "sentence_text": text, "format": fmt, "sample_rate": sample_rate, "channels": 1}  # fmt: skip
+
+
+def audio_done(utterance: int, sentence: int, total_bytes: int, error: bool) -> dict[str, Any]:
+    event: dict[str, Any] = {"type": "audio.done", "utterance_index": utterance, "sentence_index": sentence,
+                             "total_bytes": total_bytes, "error": error}  # fmt: skip
+    if error:
+        event.update(partial_audio=total_bytes > 0, action="discard")
+    return event

@@ -1,0 +1,351 @@
+"""StreamSession: one WebSocket connection of the speech stream.
+
+The receive loop never waits for synthesis: it keeps reading client events while
+audio is produced, so text arriving mid-utterance joins it, and a cancel takes
+effect at once. Each utterance has a *speaker* task that turns pipeline events
+into wire events; speakers are chained so utterances never interleave, while the
+next utterance may already synthesize. All sends go through one lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from speakwire.audio.chunk import float_to_int16_bytes
+from speakwire.encoders.registry import encode_file
+from speakwire.errors import NotReadyError, PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.server.auth import bearer_token, key_matches
+from speakwire.server.options import ResolvedSpeech, resolve_speech
+from speakwire.server.state import ServerState
+from speakwire.server.stream import protocol as p
+from speakwire.synthesis import AudioReady, SegmentFinished, SegmentStarted, Utterance, UtteranceFinished
+
+logger = logging.getLogger(__name__)
+
+
+class _Closed(Exception):
+    """The session is over (client left or we closed it)."""
+
+
+@dataclasses.dataclass(slots=True)
+class _Active:
+    """An utterance and the task speaking it."""
+
+    index: int
+    utterance: Utterance
+    speaker: asyncio.Task[None]
+
+
+class StreamSession:
+    def __init__(self, websocket: WebSocket, state: ServerState, *, protocol: str = "websocket") -> None:
+        self.ws = websocket
+        self.state = state
+        self.protocol = protocol
+        self._send_lock = asyncio.Lock()
+        self._config: p.StreamConfig | None = None
+        self._resolved: ResolvedSpeech | None = None
+        self._open: _Active | None = None
+        """The utterance accepting text (no input.done yet)."""
+        self._speaking: list[_Active] = []
+        self._next_index = 0
+        self._authorized = not state.settings.api_key
+        self._last_activity = time.monotonic()
+        self._closing = False
+
+    # ----- lifetime ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        await self.ws.accept()
+        if not self._authorized:
+            offered = bearer_token(self.ws.headers.get("authorization")) or self.ws.query_params.get("api_key")
+            self._authorized = key_matches(self.state.settings.api_key or "", offered)
+        try:
+            await self._await_config()
+            while True:
+                await self._dispatch(await self._receive_idle())
+        except _Closed:
+            pass
+        except Exception:
+            logger.exception("stream session failed")
+            await self._close(p.CLOSE_INTERNAL, "internal error")
+        finally:
+            await self._cancel_all()
+
+    async def _await_config(self) -> None:
+        deadline = time.monotonic() + self.state.settings.ws_config_timeout_s
+        while self._config is None:
+            remaining = deadline - time.monotonic()
+            try:
+                message = await asyncio.wait_for(self._receive(), timeout=max(remaining, 0.001))
+            except TimeoutError:
+                await self._fatal(
+                    f"No session.config within {self.state.settings.ws_config_timeout_s:g} s; send it first.",
+                    p.CLOSE_POLICY, code="config_timeout",
+                )  # fmt: skip
+            await self._dispatch(message)
+
+    async def _receive(self) -> str | bytes:
+        message = await self.ws.receive()
+        if message["type"] == "websocket.disconnect":
+            raise _Closed
+        self._last_activity = time.monotonic()
+        text = message.get("text")
+        if text is not None:
+            return str(text)
+        return bytes(message.get("bytes") or b"")
+
+    async def _receive_idle(self) -> str | bytes:
+        """Next client message; ends the session after the idle timeout with nothing in progress."""
+        idle = self.state.settings.ws_idle_timeout_s
+        while True:
+            try:
+                return await asyncio.wait_for(self._receive(), timeout=idle)
+            except TimeoutError:
+                if self._open is not None or any(not a.speaker.done() for a in self._speaking):
+                    continue
+                if time.monotonic() - self._last_activity >= idle:
+                    await self._fatal(f"Idle for {idle:g} s; closing the session.", p.CLOSE_NORMAL, code="idle_timeout")
+
+    # ----- sending ----------------------------------------------------------------------
+
+    async def _send_json(self, event: dict[str, Any]) -> None:
+        async with self._send_lock:
+            await self._guarded(self.ws.send_text(json.dumps(event, ensure_ascii=False)))
+
+    async def _send_bytes(self, data: bytes) -> None:
+        async with self._send_lock:
+            for start in range(0, len(data), p.MAX_FRAME_BYTES):
+                await self._guarded(self.ws.send_bytes(data[start : start + p.MAX_FRAME_BYTES]))
+
+    async def _guarded(self, send: Any) -> None:
+        if self.ws.application_state != WebSocketState.CONNECTED:
+            send.close()
+            raise _Closed
+        try:
+            await send
+        except (WebSocketDisconnect, RuntimeError, OSError) as exc:
+            raise _Closed from exc
+
+    async def _error(self, message: str, **extra: Any) -> None:
+        await self._send_json(p.error_event(message, **extra))
+
+    async def _fatal(self, message: str, close_code: int, **extra: Any) -> None:
+        with contextlib.suppress(_Closed):
+            await self._error(message, **extra)
+        await self._close(close_code, message[:120])
+        raise _Closed
+
+    async def _close(self, code: int, reason: str = "") -> None:
+        if self.ws.application_state == WebSocketState.CONNECTED:
+            with contextlib.suppress(Exception):
+                await self.ws.close(code, reason)
+
+    # ----- client events ----------------------------------------------------------------
+
+    async def _dispatch(self, message: str | bytes) -> None:
+        if isinstance(message, bytes):
+            await self._error("Binary frames are not accepted; send JSON text events.", code="binary_not_supported")
+            return
+        if len(message) > p.MAX_CONFIG_BYTES and len(message.encode()) > p.MAX_CONFIG_BYTES:
+            await self._fatal(f"Message exceeds {p.MAX_CONFIG_BYTES} bytes.", p.CLOSE_TOO_BIG, code="too_large")
+        try:
+            event = json.loads(message)
+        except json.JSONDecodeError as exc:
+            await self._error(f"Invalid JSON: {exc.msg} at position {exc.pos}.", code="invalid_json")
+            return
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind not in p.CLIENT_EVENT_TYPES:
+            await self._error(
+                f"Unknown event type {kind!r}; expected one of {', '.join(p.CLIENT_EVENT_TYPES)}.", code="unknown_type"
+            )
+            return
+        if kind == "session.config":
+            await self._on_config(event)
+        elif self._config is None:
+            await self._error(f"Send session.config before {kind}.", code="no_config")
+        elif kind == "input.text":
+            await self._on_text(event)
+        elif kind == "input.done":
+            await self._on_done()
+        elif kind in ("input.cancel", "response.cancel"):
+            await self._on_cancel()
+        elif kind == "session.close":
+            await self._on_session_close()
+
+    async def _on_config(self, event: dict[str, Any]) -> None:
+        if self._open is not None:
+            await self._error(
+                "An utterance is open: send input.done first, then session.config.", code="utterance_open"
+            )
+            return
+        if not self._authorized:
+            offered = event.get("api_key")
+            if not key_matches(self.state.settings.api_key or "", offered if isinstance(offered, str) else None):
+                await self._fatal("Missing or invalid API key (header, ?api_key= or session.config api_key).",
+                                  p.CLOSE_POLICY, code="unauthorized")  # fmt: skip
+            self._authorized = True
+        try:
+            config = p.parse_config(event)
+            engine, _, _ = self.state.require_ready()
+            resolved = await resolve_speech(self.state, engine, config.options)
+        except NotReadyError as exc:
+            await self._fatal(exc.message, p.CLOSE_TRY_LATER, code="not_ready")
+            return
+        except SpeakwireError as exc:
+            await self._fatal(f"Invalid session.config: {exc.message}", p.CLOSE_POLICY, code="invalid_config",
+                              param=exc.param)  # fmt: skip
+            return
+        self._config, self._resolved = config, resolved
+        if config.ignored_fields:
+            await self._send_json(
+                {"type": "warning", "message": f"Ignored fields: {', '.join(config.ignored_fields)}."}
+            )
+
+    async def _on_text(self, event: dict[str, Any]) -> None:
+        text = event.get("text")
+        if not isinstance(text, str):
+            await self._error("input.text needs a string 'text' field.", code="invalid_text")
+            return
+        if len(text) * 4 > p.MAX_TEXT_MESSAGE_BYTES and len(text.encode()) > p.MAX_TEXT_MESSAGE_BYTES:
+            await self._fatal(f"input.text exceeds {p.MAX_TEXT_MESSAGE_BYTES} bytes.", p.CLOSE_TOO_BIG,
+                              code="too_large")  # fmt: skip
+        active = self._open or self._start_utterance()
+        if active is None:
+            return
+        try:
+            active.utterance.feed(text)
+        except PayloadTooLargeError as exc:
+            await self._fatal(exc.message, p.CLOSE_TOO_BIG, code="too_large")
+
+    def _start_utterance(self) -> _Active | None:
+        assert self._config is not None and self._resolved is not None
+        _, pipeline, metrics = self.state.require_ready()
+        resolved = self._resolved
+        request = dataclasses.replace(resolved.request, cancelled=threading.Event(), extra=dict(resolved.request.extra))
+        engine_name = pipeline.engine.info.name
+        try:
+            utterance = pipeline.utterance(
+                request, output_rate=resolved.output_rate, granularity=self._config.granularity,
+                max_buffer_chars=p.MAX_SESSION_CHARS, observer=metrics.observer(self.protocol),
+            )  # fmt: skip
+        except TooBusyError as exc:
+            metrics.rejections.labels(engine=engine_name, protocol=self.protocol).inc()
+            asyncio.get_running_loop().create_task(self._reject_busy(exc.message))
+            return None
+        metrics.active.labels(engine=engine_name, protocol=self.protocol).inc()
+        index = self._next_index
+        self._next_index += 1
+        self._speaking = [a for a in self._speaking if not a.speaker.done()]
+        previous = self._speaking[-1].speaker if self._speaking else None
+        speaker = asyncio.create_task(self._speak(index, utterance, self._config, resolved, previous))
+        self._open = _Active(index, utterance, speaker)
+        self._speaking.append(self._open)
+        return self._open
+
+    async def _reject_busy(self, message: str) -> None:
+        with contextlib.suppress(_Closed):
+            await self._fatal(message, p.CLOSE_TRY_LATER, code="busy")
+
+    async def _on_done(self) -> None:
+        if self._open is None:
+            # Nothing was said: an empty utterance still gets its session.done.
+            index = self._next_index
+            self._next_index += 1
+            await self._send_json({"type": "session.done", "utterance_index": index, "total_sentences": 0})
+            return
+        self._open.utterance.finish()
+        self._open = None
+
+    async def _on_cancel(self) -> None:
+        targets = [a for a in self._speaking if not a.speaker.done()]
+        index = targets[-1].index if targets else max(self._next_index - 1, 0)
+        await self._cancel_all()
+        await self._send_json({"type": "input.cancelled", "utterance_index": index})
+
+    async def _on_session_close(self) -> None:
+        if self._open is not None:
+            self._open.utterance.cancel()
+            self._open = None
+        for active in list(self._speaking):
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await active.speaker
+        await self._close(p.CLOSE_NORMAL, "session.close")
+        raise _Closed
+
+    async def _cancel_all(self) -> None:
+        """Stop every utterance of this session now, and wait until their speakers are gone."""
+        self._open = None
+        active, self._speaking = self._speaking, []
+        for item in active:
+            item.utterance.cancel()
+            item.speaker.cancel()
+        for item in active:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await item.speaker
+
+    # ----- speaking ---------------------------------------------------------------------
+
+    async def _speak(
+        self,
+        index: int,
+        utterance: Utterance,
+        config: p.StreamConfig,
+        resolved: ResolvedSpeech,
+        previous: asyncio.Task[None] | None,
+    ) -> None:
+        fmt, rate = resolved.response_format, resolved.output_rate
+        try:
+            if previous is not None:
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.shield(previous)
+            sentence_samples: list[np.ndarray] = []
+            sentence_bytes = 0
+            async for event in utterance.events():
+                if isinstance(event, SegmentStarted):
+                    sentence_samples, sentence_bytes = [], 0
+                    await self._send_json(p.audio_start(index, event.index, event.text, fmt, rate))
+                elif isinstance(event, AudioReady):
+                    if config.stream_audio:
+                        data = float_to_int16_bytes(event.samples)
+                        sentence_bytes += len(data)
+                        await self._send_bytes(data)
+                    else:
+                        sentence_samples.append(event.samples)
+                elif isinstance(event, SegmentFinished):
+                    if not config.stream_audio and sentence_samples:
+                        samples = np.concatenate(sentence_samples)
+                        data = await asyncio.to_thread(encode_file, fmt, rate, samples)
+                        sentence_bytes = len(data)
+                        async with self._send_lock:
+                            await self._guarded(self.ws.send_bytes(data))
+                    if event.error is not None:
+                        await self._error(f"Sentence {event.index} failed: {event.error.message}",
+                                          code="synthesis_failed", utterance_index=index,
+                                          sentence_index=event.index)  # fmt: skip
+                    await self._send_json(p.audio_done(index, event.index, sentence_bytes, event.error is not None))
+                elif isinstance(event, UtteranceFinished):
+                    if event.cancelled:
+                        return
+                    await self._send_json({"type": "session.done", "utterance_index": index,
+                                           "total_sentences": event.usage.segments,
+                                           "usage": event.usage.to_dict()})  # fmt: skip
+                    self._last_activity = time.monotonic()
+                    if config.close_after_done:
+                        await self._close(p.CLOSE_NORMAL, "done")
+        except _Closed:
+            utterance.cancel()
+        finally:
+            utterance.close()
+            metrics = self.state.metrics
+            if metrics is not None:
+                metrics.active.labels(engine=metrics.engine, protocol=self.protocol).dec()

@@ -1,0 +1,225 @@
+"""VoiceLibrary: the voice store as the server uses it — off the event loop, with prompts computed once.
+
+Every store call blocks (SQLite, file I/O, audio decoding) and runs through
+``asyncio.to_thread``. A saved voice used in a request becomes a ready clone
+prompt here: from memory, else from its file next to the voice (written by an
+earlier request, an earlier process, or an imported archive), else computed
+once by the engine and written down for every later request and restart.
+Computing a prompt is engine work, so it is queued on the engine's scheduler
+like a first segment rather than run beside a generation on another thread.
+Engines whose prompts cannot be stored get the saved audio and prepare it
+themselves (with their own cache); engines that cannot clone refuse the voice
+with a message naming what would work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from speakwire.audio.chunk import AudioChunk
+from speakwire.engines.base import Engine, EngineInfo, SynthesisRequest
+from speakwire.errors import BadRequestError
+from speakwire.scheduler import Scheduler
+from speakwire.settings import Settings
+from speakwire.voices import archive
+from speakwire.voices.audio import normalise_reference, read_flac
+from speakwire.voices.fields import VoiceFields
+from speakwire.voices.models import SavedVoice
+from speakwire.voices.prompts import PromptMismatchError, dump_prompt, load_prompt, model_key, stores_prompts
+from speakwire.voices.store import PromptFile, VoiceStore, default_data_dir, max_voices_from_env, name_taken
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+PROMPTS_IN_MEMORY = 256
+"""Loaded prompts kept per process (a few KB each on the host, the same again on the GPU)."""
+
+
+class VoiceLibrary:
+    """The server's voice library."""
+
+    def __init__(self, store: VoiceStore) -> None:
+        self.store = store
+        self._prompts: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
+        self._writes: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    async def open(cls, settings: Settings) -> VoiceLibrary:
+        """The library in ``settings.data_dir`` (default: the per-user data dir), recovered and locked."""
+        data_dir = settings.data_dir or default_data_dir()
+        store = VoiceStore(data_dir, max_voices=settings.max_voices or max_voices_from_env())
+        await asyncio.to_thread(store.open)
+        logger.info("voices: library in %s (%d saved)", store.root, await asyncio.to_thread(store.count))
+        return cls(store)
+
+    async def close(self) -> None:
+        """Finish writing computed prompts, then release the store."""
+        if self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
+        await asyncio.to_thread(self.store.close)
+        self._prompts.clear()
+
+    # ----- the catalogue -------------------------------------------------------------------
+
+    async def find(self, name: str) -> SavedVoice | None:
+        return await asyncio.to_thread(self.store.find, name)
+
+    async def get(self, name: str) -> SavedVoice:
+        return await asyncio.to_thread(self.store.get, name)
+
+    async def list_voices(self) -> list[SavedVoice]:
+        return await asyncio.to_thread(self.store.list_voices)
+
+    async def add(
+        self,
+        fields: VoiceFields,
+        data: bytes,
+        *,
+        mime_type: str | None,
+        engine: Engine | None,
+        scheduler: Scheduler | None,
+    ) -> SavedVoice:
+        """Normalise the upload and save it; with a ready engine that stores prompts, compute its prompt first
+        so the voice's first request is as fast as every later one (and a bad reference fails here)."""
+        if await self.find(fields.name) is not None:  # before the slow part; the store decides races
+            raise name_taken(fields.name)
+        audio = await asyncio.to_thread(normalise_reference, data, mime_type=mime_type)
+        prompts: tuple[PromptFile, ...] = ()
+        item = None
+        if engine is not None and scheduler is not None and stores_prompts(engine.info):
+            info = engine.info
+            item = await _on_engine(scheduler, lambda: _encode(engine, audio.audio, fields.ref_text))
+            data = await asyncio.to_thread(dump_prompt, item, engine=info.name, model=info.model)
+            prompts = (PromptFile(info.name, info.model, data),)
+        voice = await asyncio.to_thread(self.store.add, fields, audio, prompts=prompts)
+        if item is not None and engine is not None:
+            self._remember((voice.id, model_key(engine.info.name, engine.info.model)), item)
+        return voice
+
+    async def delete(self, name: str) -> SavedVoice:
+        voice = await asyncio.to_thread(self.store.delete, name)
+        for key in [k for k in self._prompts if k[0] == voice.id]:
+            del self._prompts[key]
+        return voice
+
+    async def export(self, name: str) -> tuple[SavedVoice, bytes]:
+        voice = await self.get(name)
+        return voice, await asyncio.to_thread(archive.export_voice, self.store, voice.name)
+
+    async def import_archive(self, data: bytes, *, name: str | None = None) -> SavedVoice:
+        return await asyncio.to_thread(archive.import_voice, self.store, data, name=name)
+
+    # ----- using a voice -------------------------------------------------------------------
+
+    async def clone_reference(self, voice: SavedVoice, engine: Engine, scheduler: Scheduler) -> Any:
+        """What goes in ``SynthesisRequest.ref_audio`` for ``voice``: a ready clone prompt, or the audio.
+
+        Raises:
+            BadRequestError: The serving engine cannot clone voices.
+        """
+        info = engine.info
+        if not info.supports_cloning:
+            raise BadRequestError(cannot_clone_message(voice.name, info), param="voice")
+        if not stores_prompts(info):
+            return read_flac(await asyncio.to_thread(self.store.read_audio, voice))
+        key = (voice.id, model_key(info.name, info.model))
+        if (item := self._recall(key)) is not None:
+            return item
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:  # one computation per voice and model, however many requests arrive at once
+            if (item := self._recall(key)) is not None:
+                return item
+            item = await asyncio.to_thread(self._load, voice, info)
+            if item is None:
+                audio = read_flac(await asyncio.to_thread(self.store.read_audio, voice))
+                item = await _on_engine(scheduler, lambda: _encode(engine, audio, voice.ref_text))
+                # Written after this request has its prompt, not before: the first audio need not wait for
+                # fsyncs. Until the write lands, memory serves; a crash before it only means encoding again.
+                write = asyncio.create_task(self._save_prompt(voice, info, item))
+                self._writes.add(write)
+                write.add_done_callback(self._writes.discard)
+            self._remember(key, item)
+        return item
+
+    async def _save_prompt(self, voice: SavedVoice, info: EngineInfo, item: Any) -> None:
+        try:
+            data = await asyncio.to_thread(dump_prompt, item, engine=info.name, model=info.model)
+            await asyncio.to_thread(self.store.save_prompt, voice, PromptFile(info.name, info.model, data))
+        except Exception:  # the prompt stays in memory; the next process computes it again
+            logger.exception("voices: could not save the clone prompt of '%s' for %s", voice.name, info.model)
+            return
+        logger.info("voices: computed and saved the clone prompt of '%s' for %s", voice.name, info.model)
+
+    def _load(self, voice: SavedVoice, info: EngineInfo) -> Any:
+        data = self.store.read_prompt(voice, info.name, info.model)
+        if data is None:
+            return None
+        try:
+            return load_prompt(data, info=info, ref_text=voice.ref_text)
+        except PromptMismatchError as exc:
+            logger.warning("voices: not using the saved prompt of '%s' (%s); computing a new one", voice.name, exc)
+            return None
+
+    def _recall(self, key: tuple[str, str]) -> Any:
+        item = self._prompts.get(key)
+        if item is not None:
+            self._prompts.move_to_end(key)
+        return item
+
+    def _remember(self, key: tuple[str, str], item: Any) -> None:
+        self._prompts[key] = item
+        self._prompts.move_to_end(key)
+        while len(self._prompts) > PROMPTS_IN_MEMORY:
+            self._prompts.popitem(last=False)
+
+
+def cannot_clone_message(name: str, info: EngineInfo) -> str:
+    builtin = f" or use a built-in voice ({', '.join(info.voices)})" if info.voices else ""
+    return (
+        f"Voice '{name}' is a saved (cloned) voice, and the {info.name} engine ({info.model}) cannot clone voices. "
+        "Use it on a server running a Qwen3-TTS Base model (--engine qwen3 --model "
+        f"Qwen/Qwen3-TTS-12Hz-1.7B-Base){builtin}."
+    )
+
+
+def _encode(engine: Engine, audio: AudioChunk, ref_text: str | None) -> Any:
+    """The engine's clone prompt of a reference (Qwen3: ``extra["voice_clone_prompt"]`` after ``prepare``)."""
+    request = SynthesisRequest(
+        task_type="Base", ref_audio=audio, ref_text=ref_text, x_vector_only_mode=ref_text is None
+    )
+    return engine.prepare(engine.validate(request)).extra["voice_clone_prompt"]
+
+
+async def _on_engine(scheduler: Scheduler, work: Callable[[], T]) -> T:
+    """Run blocking engine work on the engine's scheduler (due now, like a first segment) and await it."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if future.done():
+            return  # the awaiting request was cancelled meanwhile
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            result = work()
+        except BaseException as exc:
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    job = scheduler.submit(run)
+    try:
+        return await future
+    except asyncio.CancelledError:
+        job.cancel()
+        raise

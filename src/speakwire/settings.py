@@ -1,0 +1,73 @@
+"""Server settings: one dataclass, filled from CLI flags and ``SPEAKWIRE_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# OpenAI's model and voice names are aliases of whatever this server serves by default,
+# so drop-in OpenAI clients work unchanged. Override with --model-alias / --voice-alias.
+OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+OPENAI_VOICE_ALIASES = (
+    "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse",
+)  # fmt: skip
+
+
+
+
+@dataclass(slots=True)
+class Settings:
+    """Everything a running server needs to know; the CLI builds one, tests build their own."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    engine: str = "piper"
+    """Engine name: ``piper`` (embedded voice) or ``qwen3``."""
+    model: str | None = None
+    """Qwen3 model dir or hub id; for Piper an optional ``.onnx`` voice path (None = embedded voice)."""
+    device: str | None = None
+    dtype: str | None = None
+    gpu_memory_utilization: float | None = None
+    api_key: str | None = None
+    insecure: bool = False
+    """Allow binding a non-loopback host without an API key."""
+    max_input_chars: int = 10_000
+    workers: int = 0
+    """Engine worker threads; 0 = one per core for CPU engines, one for GPU engines."""
+    max_streams: int = 64
+    """Admission control: concurrent utterances accepted before new ones get 429/1013."""
+    max_queue: int = 64
+    model_aliases: dict[str, str] = field(default_factory=dict)
+    voice_aliases: dict[str, str] = field(default_factory=dict)
+    ws_idle_timeout_s: float = 30.0
+    ws_config_timeout_s: float = 10.0
+    allow_remote_ref_audio: bool = False
+    data_dir: str | None = None
+    max_voices: int | None = None
+    """Saved-voice cap; None = ``SPEAKWIRE_MAX_VOICES`` or 1000."""
+    sagemaker: bool = False
+    sagemaker_default_route: str = "/v1/audio/speech"
+    warmup: bool = True
+    log_level: str = "info"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        """Defaults, then ``SPEAKWIRE_*`` variables, then explicit overrides (CLI flags)."""
+        environ = os.environ if environ is None else environ
+        settings = cls()
+        env_map = {
+            "HOST": ("host", str), "PORT": ("port", int), "ENGINE": ("engine", str), "MODEL": ("model", str),
+            "API_KEY": ("api_key", str), "MAX_INPUT_CHARS": ("max_input_chars", int), "WORKERS": ("workers", int),
+            "MAX_STREAMS": ("max_streams", int), "MAX_QUEUE": ("max_queue", int), "DATA_DIR": ("data_dir", str),
+            "DEVICE": ("device", str), "DTYPE": ("dtype", str), "LOG_LEVEL": ("log_level", str),
+            "WS_IDLE_TIMEOUT": ("ws_idle_timeout_s", float),
+        }  # fmt: skip
+        for env_name, (attr, kind) in env_map.items():
+            raw = environ.get(f"SPEAKWIRE_{env_name}")
+            if raw is not None and raw != "":
+                setattr(settings, attr, kind(raw))
+        for key, value in overrides.items():
+            if value is not None:
+                setattr(settings, key, value)
+        return settings

@@ -1,0 +1,428 @@
+"""The one synthesis pipeline: text (whole or incremental) → segment → normalize → engine → resample.
+
+Every protocol (HTTP, WebSocket, SageMaker) drives an ``Utterance``: it feeds text,
+says when input is done, and iterates events. Segments are synthesized on the
+scheduler's workers one at a time per utterance, in order; the next segment is
+submitted the moment the previous one finishes, so it is synthesized while the
+protocol is still sending the previous audio. ``cancel()`` stops the running
+segment between engine chunks, drops queued work and ends the event stream at once.
+
+Encoding is the protocol's business (one file per utterance over HTTP, one per
+sentence on the WebSocket when not streaming), so events carry float32 PCM at the
+requested output rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from speakwire.audio.chunk import AudioChunk, Float32Array
+from speakwire.audio.resample import StreamResampler
+from speakwire.engines.base import Engine, SynthesisRequest
+from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.scheduler import Job, Scheduler
+from speakwire.text.normalize import normalize_english
+from speakwire.text.segmenter import ChunkSchedule, Granularity, Segment, Segmenter
+
+logger = logging.getLogger(__name__)
+
+LATENCY_CRITICAL_BUFFER_S = 1.0
+"""Below this much buffered audio the next segment is urgent: engines may trade compute for earlier samples."""
+OVERLOAD_LATENESS_S = 0.5
+"""New streams are refused while the most urgent waiting segment is this late for its playback deadline."""
+YIELD_BUFFER_S = 0.3
+"""A running segment gives its worker to more urgent work once this much of its audio is buffered."""
+
+
+@dataclass(slots=True)
+class _SegmentRun:
+    """A segment in progress; it can be paused between engine chunks and resumed on another worker."""
+
+    started: float
+    resampler: StreamResampler
+    chunks: Iterator[AudioChunk] = field(default_factory=lambda: iter(()))
+    audio_samples: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentStarted:
+    index: int
+    text: str
+    """The segment's original text (not normalized), so clients can caption it."""
+
+
+@dataclass(frozen=True, slots=True)
+class AudioReady:
+    index: int
+    samples: Float32Array
+    """Mono float32 at the utterance's output rate."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFinished:
+    index: int
+    audio_s: float
+    error: SpeakwireError | None = None
+
+
+@dataclass(slots=True)
+class Usage:
+    characters: int = 0
+    segments: int = 0
+    audio_s: float = 0.0
+    time_to_first_audio_s: float | None = None
+    capped: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        ttfa = self.time_to_first_audio_s
+        return {
+            "characters": self.characters,
+            "segments": self.segments,
+            "audio_seconds": round(self.audio_s, 3),
+            "time_to_first_audio_ms": None if ttfa is None else round(ttfa * 1000, 1),
+            "capped": self.capped,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class UtteranceFinished:
+    usage: Usage
+    cancelled: bool = False
+
+
+UtteranceEvent = SegmentStarted | AudioReady | SegmentFinished | UtteranceFinished
+
+
+@dataclass(slots=True)
+class PipelineObserver:
+    """Hooks for metrics; each is optional and called on the event loop."""
+
+    on_first_audio: Callable[[float], None] | None = None
+    on_segment: Callable[[float, float], None] | None = None
+    """(synthesis wall seconds, audio seconds)."""
+    on_underrun: Callable[[], None] | None = None
+    on_cancel: Callable[[], None] | None = None
+    on_finish: Callable[[Usage], None] | None = None
+
+
+class SynthesisPipeline:
+    """Shared by all protocols: owns admission (how many utterances may run) and hands out Utterances."""
+
+    def __init__(self, engine: Engine, scheduler: Scheduler, *, max_streams: int = 64, max_queue: int = 64) -> None:
+        self.engine = engine
+        self.scheduler = scheduler
+        self.max_streams = max_streams
+        self.max_queue = max_queue
+        self.active = 0
+
+    def utterance(
+        self,
+        request: SynthesisRequest,
+        *,
+        output_rate: int,
+        granularity: Granularity = "sentence",
+        schedule: ChunkSchedule | None = None,
+        max_buffer_chars: int = 100_000,
+        observer: PipelineObserver | None = None,
+    ) -> Utterance:
+        """Start an utterance; raises ``TooBusyError`` past ``max_streams`` (call on the event loop)."""
+        if self.active >= self.max_streams:
+            raise TooBusyError(
+                f"Server is at capacity ({self.max_streams} concurrent streams); retry shortly.", retry_after_s=1.0
+            )
+        earliest = self.scheduler.earliest_deadline()
+        if earliest is not None and time.monotonic() - earliest > OVERLOAD_LATENESS_S:
+            # Work already waiting is late: the engine is past real-time capacity, and one more stream
+            # would make every accepted stream stall.
+            raise TooBusyError(
+                "Server is at capacity (queued audio is already late for playback); retry shortly.", retry_after_s=1.0
+            )
+        if self.scheduler.queued >= self.max_queue:
+            # Accepting more would break the real-time promise made to the streams already running.
+            raise TooBusyError(
+                f"Server is at capacity ({self.scheduler.queued} segments waiting for the engine); retry shortly.",
+                retry_after_s=1.0,
+            )
+        self.active += 1
+        return Utterance(
+            self, request, output_rate=output_rate, granularity=granularity, schedule=schedule,
+            max_buffer_chars=max_buffer_chars, observer=observer or PipelineObserver(),
+        )  # fmt: skip
+
+    def _release(self) -> None:
+        self.active -= 1
+
+
+@dataclass(slots=True)
+class _Progress:
+    """Playback bookkeeping, used to order this utterance's work against others'."""
+
+    created_at: float = field(default_factory=time.monotonic)
+    started_at: float | None = None
+    """When the first text arrived."""
+    first_audio_at: float | None = None
+    playback_end: float | None = None
+    """When the client will have played all audio sent so far (real-time playback from the first chunk)."""
+    segment_submitted_at: float = 0.0
+    produced_end: float | None = None
+    """The worker's own view of ``playback_end``, updated the moment it hands audio over (the loop's view
+    lags by a callback), so it can decide to yield its worker without waiting for the loop."""
+
+
+class Utterance:
+    """One utterance: text in (all at once or piece by piece), events out, cancellable at any point."""
+
+    def __init__(
+        self,
+        pipeline: SynthesisPipeline,
+        request: SynthesisRequest,
+        *,
+        output_rate: int,
+        granularity: Granularity,
+        schedule: ChunkSchedule | None,
+        max_buffer_chars: int,
+        observer: PipelineObserver,
+    ) -> None:
+        self._pipeline = pipeline
+        self._engine = pipeline.engine
+        self.request = request
+        self.output_rate = output_rate
+        self._segmenter = Segmenter(granularity, schedule)
+        self._max_buffer_chars = max_buffer_chars
+        self._observer = observer
+        self._loop = asyncio.get_running_loop()
+        self._events: asyncio.Queue[UtteranceEvent] = asyncio.Queue()
+        self._pending: deque[Segment] = deque()
+        self._segments_seen = 0
+        self._job: Job | None = None
+        self._input_done = False
+        self._done = False
+        self._released = False
+        self._prepared = False
+        self._progress = _Progress()
+        self.usage = Usage()
+
+    # ----- input side -----------------------------------------------------------------
+
+    def feed(self, text: str) -> None:
+        """Add text; complete segments are queued for synthesis at once."""
+        if self._done or self._input_done:
+            raise RuntimeError("utterance input is closed")
+        if not text:
+            return
+        if self.usage.characters + len(text) > self._max_buffer_chars:
+            raise PayloadTooLargeError(
+                f"Utterance text exceeds {self._max_buffer_chars} characters; send input.done and start another.",
+                param="text",
+            )
+        if self._progress.started_at is None:
+            self._progress.started_at = time.monotonic()
+        self.usage.characters += len(text)
+        self._queue_segments(self._segmenter.feed(text))
+        self._submit_next()
+
+    def finish(self) -> None:
+        """No more text: the rest of the buffer becomes the last segment(s)."""
+        if self._done or self._input_done:
+            return
+        self._input_done = True
+        if self._progress.started_at is None:
+            self._progress.started_at = time.monotonic()
+        self._queue_segments(self._segmenter.flush())
+        self._submit_next()
+        self._maybe_finish()
+
+    def _queue_segments(self, segments: list[Segment]) -> None:
+        # Number segments per utterance (the segmenter restarts its count after a flush).
+        for segment in segments:
+            self._pending.append(Segment(segment.text, self._segments_seen))
+            self._segments_seen += 1
+
+    def cancel(self) -> None:
+        """Stop now: the running segment stops between engine chunks, nothing else is synthesized."""
+        if self._done:
+            return
+        self.request.cancelled.set()
+        if self._job is not None:
+            self._job.cancel()
+        self._pending.clear()
+        if self._observer.on_cancel:
+            self._observer.on_cancel()
+        self._end(cancelled=True)
+
+    def close(self) -> None:
+        """Release the stream slot; cancels if still running. Idempotent."""
+        if not self._done:
+            self.cancel()
+        if not self._released:
+            self._released = True
+            self._pipeline._release()
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def idle(self) -> bool:
+        """True when all text fed so far has been synthesized and sent (only input may still come)."""
+        return self._job is None and not self._pending
+
+    # ----- output side ----------------------------------------------------------------
+
+    async def events(self) -> AsyncIterator[UtteranceEvent]:
+        """Events in order; ends after ``UtteranceFinished`` (also after a cancel)."""
+        while True:
+            event = await self._events.get()
+            yield event
+            if isinstance(event, UtteranceFinished):
+                return
+
+    # ----- scheduling -------------------------------------------------------------------
+
+    def _deadline(self) -> float:
+        progress = self._progress
+        if progress.playback_end is None:
+            return progress.started_at or progress.created_at
+        return progress.playback_end
+
+    def _submit_next(self) -> None:
+        if self._done or self._job is not None or not self._pending:
+            return
+        segment = self._pending.popleft()
+        now = time.monotonic()
+        self._progress.segment_submitted_at = now
+        # Urgent: the first segment, or a refill running low while the engine has spare capacity. Under
+        # saturation every stream runs low, and spending extra compute on each would deepen the overload.
+        first = self._progress.playback_end is None
+        buffered_s = 0.0 if first else self._progress.playback_end - now  # type: ignore[operator]
+        self.request.latency_critical = first or (
+            buffered_s < LATENCY_CRITICAL_BUFFER_S and self._pipeline.scheduler.queued == 0
+        )
+        self._job = self._pipeline.scheduler.submit(lambda: self._run_segment(segment), deadline=self._deadline())
+
+    def _maybe_finish(self) -> None:
+        if self._input_done and self._job is None and not self._pending and not self._done:
+            self._end(cancelled=False)
+
+    def _end(self, *, cancelled: bool) -> None:
+        self._done = True
+        self._job = None
+        if not cancelled and self._observer.on_finish:
+            self._observer.on_finish(self.usage)
+        self._events.put_nowait(UtteranceFinished(self.usage, cancelled=cancelled))
+
+    # ----- worker thread ----------------------------------------------------------------
+
+    def _post(self, event: UtteranceEvent) -> None:
+        self._loop.call_soon_threadsafe(self._deliver, event)
+
+    def _run_segment(self, segment: Segment, run: _SegmentRun | None = None) -> None:
+        """Runs on a scheduler worker thread: start a segment, or continue one that yielded its worker."""
+        request = self.request
+        if request.cancelled.is_set():
+            return
+        error: SpeakwireError | None = None
+        try:
+            if run is None:
+                run = self._start_segment(segment)
+            for chunk in run.chunks:
+                if request.cancelled.is_set():
+                    return
+                out = run.resampler.process(chunk.samples)
+                if len(out):
+                    run.audio_samples += len(out)
+                    self._post(AudioReady(segment.index, out))
+                    self._note_produced(len(out) / self.output_rate)
+                if self._should_yield_worker():
+                    # Others are closer to running dry: continue this segment when our own buffer needs it.
+                    self._job = self._pipeline.scheduler.submit(
+                        functools.partial(self._run_segment, segment, run), deadline=self._deadline()
+                    )
+                    return
+            tail = run.resampler.flush()
+            if len(tail) and not request.cancelled.is_set():
+                run.audio_samples += len(tail)
+                self._post(AudioReady(segment.index, np.asarray(tail, dtype=np.float32)))
+        except SpeakwireError as exc:
+            error = exc
+        except Exception as exc:
+            logger.exception("segment %d failed", segment.index)
+            error = SpeakwireError(f"synthesis failed: {type(exc).__name__}: {exc}")
+        request = self.request
+        if request.extra.get("capped"):
+            self.usage.capped = True
+        audio_samples = run.audio_samples if run is not None else 0
+        if self._observer.on_segment is not None and run is not None:
+            wall = time.monotonic() - run.started
+            self._loop.call_soon_threadsafe(self._observer.on_segment, wall, audio_samples / self.output_rate)
+        self._post(SegmentFinished(segment.index, audio_samples / self.output_rate, error))
+
+    def _start_segment(self, segment: Segment) -> _SegmentRun:
+        self._post(SegmentStarted(segment.index, segment.text))
+        run = _SegmentRun(
+            started=time.monotonic(), resampler=StreamResampler(self._engine.info.sample_rate, self.output_rate)
+        )
+        if not self._prepared:
+            self.request = self._engine.prepare(self.request)
+            self._prepared = True
+        text = segment.spoken
+        if self._engine.info.needs_text_normalization:
+            text = normalize_english(text)
+        if any(ch.isalnum() for ch in text):
+            run.chunks = iter(self._engine.synthesize(text, self.request))
+        return run
+
+    def _note_produced(self, duration_s: float) -> None:
+        now = time.monotonic()
+        end = self._progress.produced_end
+        self._progress.produced_end = (now if end is None else max(now, end)) + duration_s
+
+    def _should_yield_worker(self) -> bool:
+        """Yield between engine chunks when enough audio is buffered and another stream's work is more urgent."""
+        if not self._engine.info.resumable:
+            return False
+        playback_end = self._progress.produced_end
+        if playback_end is None or playback_end - time.monotonic() < YIELD_BUFFER_S:
+            return False
+        earliest = self._pipeline.scheduler.earliest_deadline()
+        return earliest is not None and earliest < playback_end - YIELD_BUFFER_S
+
+    def _deliver(self, event: UtteranceEvent) -> None:
+        """Runs on the event loop: forward a worker event, and keep the segment chain moving."""
+        if self._done:
+            return
+        progress = self._progress
+        if isinstance(event, AudioReady):
+            now = time.monotonic()
+            duration = len(event.samples) / self.output_rate
+            if progress.first_audio_at is None:
+                progress.first_audio_at = now
+                self.usage.time_to_first_audio_s = now - (progress.started_at or progress.created_at)
+                if self._observer.on_first_audio:
+                    self._observer.on_first_audio(self.usage.time_to_first_audio_s)
+            elif (
+                progress.playback_end is not None
+                and now > progress.playback_end
+                and progress.segment_submitted_at < progress.playback_end
+                and self._observer.on_underrun
+            ):
+                # Playback ran dry. It is our fault (an underrun) only if the segment was already
+                # queued when the buffered audio ran out; otherwise the client was slow to send text.
+                self._observer.on_underrun()
+            start = now if progress.playback_end is None else max(now, progress.playback_end)
+            progress.playback_end = start + duration
+            self.usage.audio_s += duration
+        self._events.put_nowait(event)
+        if isinstance(event, SegmentFinished):
+            self.usage.segments += 1
+            self._job = None
+            self._submit_next()
+            self._maybe_finish()

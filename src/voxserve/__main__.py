@@ -1,5 +1,0 @@
-import sys
-
-from voxserve.cli.main import main
-
-sys.exit(main())

@@ -1,1 +1,0 @@
-"""The ``voxserve`` command line: thin wrappers over library calls."""

@@ -1,1 +1,0 @@
-"""Clients for voxserve's streaming protocol, over a WebSocket or a SageMaker bidirectional stream."""

@@ -1,8 +1,0 @@
-"""The voice library: cloned voices saved once (reference audio, consent, clone prompts) and used by name.
-
-``store.VoiceStore`` keeps them on disk (SQLite + one directory per voice, crash-safe);
-``archive`` moves one voice between machines as a single ``.vxv`` file; ``client``
-reaches a library in a local data dir or on a running server alike. Nothing here
-knows HTTP: ``voxserve.server.voices`` serves the library, ``voxserve.cli.voices``
-manages it from a shell.
-"""
