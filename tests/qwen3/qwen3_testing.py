@@ -31,7 +31,7 @@ def require_qwen_tts() -> Any:
 
 @dataclass
 class TalkerSteps:
-    """Counts talker forward calls made while ``steer_eos`` is active."""
+    """Counts talker steps (codec-head calls) made while ``steer_eos`` is active."""
 
     calls: int = 0
 
@@ -41,32 +41,31 @@ def steer_eos(engine: Any, *, after: int | None) -> Iterator[TalkerSteps]:
     """Make the random talker end on cue: EOS right after ``after`` frames, or never (``None``).
 
     A random model emits codec EOS at random (about 1 step in 65 here), so tests that need a known length
-    steer its logits: EOS gets -1e9 until ``after`` frames were consumed, then +1e9. The wrapper sits
-    outside the engine's own frame tap, as a model that decided to stop would.
+    steer its logits: EOS gets -1e9 until ``after`` frames were consumed, then +1e9. The wrapper sits on
+    the talker's codec head, which both the package's ``generate`` and our generation loop call once per
+    step: a call over several positions is a prompt (a new utterance), a one-position call is a frame.
+    Frames are counted for the whole batch, so steer one utterance at a time.
     """
-    talker = engine.tts_model.model.talker
+    head = engine.tts_model.model.talker.codec_head
     eos = int(engine.tts_model.model.config.talker_config.codec_eos_token_id)
-    inner = talker.forward
+    inner = head.forward
     steps = TalkerSteps()
     frames = 0
 
     @functools.wraps(inner)
-    def forward(*args: Any, **kwargs: Any) -> Any:
+    def forward(hidden: Any) -> Any:
         nonlocal frames
         steps.calls += 1
-        output = inner(*args, **kwargs)
-        if output.hidden_states[1] is not None:
-            frames += 1
-        else:
-            frames = 0  # prefill: a new utterance
-        output.logits[..., eos] = 1e9 if after is not None and frames >= after else -1e9
-        return output
+        logits = inner(hidden)
+        frames = 0 if logits.shape[1] > 1 else frames + 1
+        logits[..., eos] = 1e9 if after is not None and frames >= after else -1e9
+        return logits
 
-    talker.forward = forward
+    head.forward = forward
     try:
         yield steps
     finally:
-        talker.forward = inner
+        head.forward = inner
 
 
 def noise_clip(seconds: float, *, seed: int = 0) -> AudioChunk:

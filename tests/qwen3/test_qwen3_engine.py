@@ -44,7 +44,7 @@ def stream_frames(chunks: list[np.ndarray]) -> list[int]:
 
 
 def generation_threads() -> list[threading.Thread]:
-    return [thread for thread in threading.enumerate() if thread.name == "qwen3-generate"]
+    return [thread for thread in threading.enumerate() if thread.name.startswith("qwen3-")]
 
 
 def test_the_engine_satisfies_the_engine_protocol(custom_voice_engine: Any) -> None:
@@ -174,7 +174,6 @@ def test_the_budget_follows_the_text_length_when_the_request_sets_none(custom_vo
 
 
 def test_cancelling_mid_utterance_stops_generation_within_a_frame_step(custom_voice_engine: Any) -> None:
-    baseline = len(generation_threads())
     request = request_for("CustomVoice", max_new_tokens=400)
     with steer_eos(custom_voice_engine, after=None) as steps:
         stream = custom_voice_engine.synthesize(TEXT, request)
@@ -182,22 +181,24 @@ def test_cancelling_mid_utterance_stops_generation_within_a_frame_step(custom_vo
         request.cancelled.set()
         calls_at_cancel = steps.calls
         rest = list(stream)
-    assert steps.calls - calls_at_cancel <= 2  # the step in flight, and the one refused before it ran
+        time.sleep(0.2)
+    assert steps.calls - calls_at_cancel <= 2  # the step in flight, and at most one before the loop saw it
     assert sum(stream_frames([c.samples for c in rest])) < 400
-    assert len(generation_threads()) == baseline
+    assert custom_voice_engine.loop.free_slots == custom_voice_engine.loop.slots
 
 
-def test_closing_the_stream_stops_the_generation_thread(custom_voice_engine: Any) -> None:
-    baseline = len(generation_threads())
+def test_closing_the_stream_frees_its_slot_and_stops_its_generation(custom_voice_engine: Any) -> None:
+    loop = custom_voice_engine.loop
     with steer_eos(custom_voice_engine, after=None) as steps:
         stream = custom_voice_engine.synthesize(TEXT, request_for("CustomVoice", max_new_tokens=400))
         next(stream)
-        assert len(generation_threads()) == baseline + 1
+        assert loop.free_slots == loop.slots - 1
         stream.close()  # what the pipeline does when the client goes away
+        time.sleep(0.1)  # the loop drops the row before its next step
         calls_at_close = steps.calls
         time.sleep(0.2)
-    assert len(generation_threads()) == baseline
     assert steps.calls == calls_at_close  # nothing generates for a gone client
+    assert loop.free_slots == loop.slots and loop.active_rows == 0
 
 
 def test_a_request_cancelled_before_it_starts_yields_nothing(custom_voice_engine: Any) -> None:
@@ -206,26 +207,46 @@ def test_a_request_cancelled_before_it_starts_yields_nothing(custom_voice_engine
     assert list(custom_voice_engine.synthesize(TEXT, request)) == []
 
 
-def test_a_failure_inside_generation_surfaces_as_an_engine_error(
+def test_a_failure_inside_generation_surfaces_as_an_engine_error_and_the_loop_goes_on(
     custom_voice_engine: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(**kwargs: Any) -> None:
+    head = custom_voice_engine.tts_model.model.talker.codec_head
+
+    def broken(hidden: Any) -> None:
         raise RuntimeError("CUDA error: device-side assert triggered")
 
-    monkeypatch.setattr(custom_voice_engine.tts_model, "generate_custom_voice", broken)
-    baseline = len(generation_threads())
+    monkeypatch.setattr(head, "forward", broken)
     with pytest.raises(EngineError, match="Qwen3-TTS generation failed: CUDA error"):
         list(custom_voice_engine.synthesize(TEXT, request_for("CustomVoice")))
-    assert len(generation_threads()) == baseline
+    monkeypatch.undo()
+    assert custom_voice_engine.loop.free_slots == custom_voice_engine.loop.slots
+    with steer_eos(custom_voice_engine, after=5):
+        assert (
+            sum(stream_frames([c.samples for c in custom_voice_engine.synthesize(TEXT, request_for("CustomVoice"))]))
+            == 5
+        )
 
 
-def test_instructions_reach_the_17b_custom_voice(custom_voice_1b7_engine: Any) -> None:
-    def run(instructions: str | None) -> np.ndarray:
-        request = request_for("CustomVoice", instructions=instructions)
-        with steer_eos(custom_voice_1b7_engine, after=6):
-            return np.concatenate([c.samples for c in custom_voice_1b7_engine.synthesize(TEXT, request)])
+def test_instructions_reach_the_17b_custom_voice_prompt_and_not_the_06b(
+    custom_voice_1b7_engine: Any, custom_voice_engine: Any
+) -> None:
+    import torch
 
-    assert not np.array_equal(run("speak happily"), run(None))
+    from speakwire.engines.qwen3.talker_prompt import VoiceSpec
+
+    def prompt_length(engine: Any, instructions: str | None) -> int:
+        spec = VoiceSpec("CustomVoice", language="english", speaker="ryan", instructions=instructions)
+        with torch.no_grad():
+            return int(engine.loop.prompts.voice(spec).prefix.shape[1])
+
+    instruct_tokens = len(
+        custom_voice_1b7_engine.tts_model.processor(text="<|im_start|>user\nspeak happily<|im_end|>\n")["input_ids"][0]
+    )
+    assert (
+        prompt_length(custom_voice_1b7_engine, "speak happily")
+        == prompt_length(custom_voice_1b7_engine, None) + instruct_tokens
+    )
+    assert prompt_length(custom_voice_engine, "speak happily") == prompt_length(custom_voice_engine, None)
 
 
 def test_bad_requests_are_refused_before_any_generation(engines: dict[str, Any]) -> None:

@@ -42,6 +42,11 @@ class EngineInfo:
     (lets the scheduler hand a worker to a more urgent stream mid-segment)."""
     needs_text_normalization: bool = True
     """Whether the pipeline should expand numbers, dates, ... before synthesis (English only)."""
+    max_concurrent: int | None = None
+    """Utterances the engine can generate at once (batched engines: its KV slots); None: no fixed limit."""
+    streams_text: bool = False
+    """The engine takes an utterance's text while generating it (``open_text_stream``): one generation per
+    utterance instead of one per segment."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property

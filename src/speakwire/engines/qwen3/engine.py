@@ -1,23 +1,24 @@
-"""Qwen3-TTS behind the Engine interface, streaming audio while the talker is still generating.
+"""Qwen3-TTS behind the Engine interface: every utterance is a row of one batched generation loop.
 
-The package (``qwen-tts``) returns audio only once an utterance is complete. Here
-the package's own ``generate_*`` runs on a background thread with a tap on the
-talker (``frame_tap``) that hands over each 80 ms codec frame as it is made, and
-the calling generator decodes them incrementally (``stream_decoder``) in a
-growing schedule — 2, 4, 8, 16, then 25 frames per chunk — so the first audio
-leaves after two frames (160 ms of audio) and, as long as generation runs faster
-than real time, each chunk is ready before the previous one has finished playing.
-The streamed waveform equals the package's own decode of the same codes (same
-seed → same codes).
+``generation_loop`` advances all active utterances one codec frame per step on a
+thread that owns the device (``batched_talker`` over per-slot KV buffers), so a
+second listener shares the GPU with the first instead of waiting for it. This
+module turns a row's frames into audio: the calling generator decodes them
+incrementally (``stream_decoder``) in a growing schedule — 2, 4, 8, 16, then 25
+frames per chunk — so the first audio leaves after two frames (160 ms of audio),
+and the streamed waveform equals the full decode of the same codes.
+
+Text can keep arriving while a row generates (``open_text_stream``): one
+generation per utterance, one voice, no per-sentence restarts. ``synthesize``
+is the one-segment form of the same thing.
 
 A gone client costs at most one more frame step: ``SynthesisRequest.cancelled``
-and closing the generator both stop generation before the talker's next step,
-and the generator does not return until the generation thread has ended. A
-runaway utterance (no EOS) is stopped at a budget from the text length
-(``frame_budget``) and reported in ``request.extra["capped"]``.
+and closing the generator both cancel the row, which frees its slot before the
+loop's next step. A runaway utterance (no EOS) is stopped at a budget from the
+text length (``frame_budget``) and reported in ``request.extra["capped"]``.
 
-Only one utterance generates at a time per engine (the talker keeps per-call
-state on the module); the scheduler above decides who goes next.
+``synthesize_full`` runs the package's own ``generate_*`` (same prompts, same
+sampling, same seed) as the reference the tests and benchmarks compare against.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import numpy as np
 
 from speakwire.audio.chunk import AudioChunk
 from speakwire.engines.base import EngineInfo, SynthesisRequest
+from speakwire.engines.qwen3.batched_talker import BatchedTalker
 from speakwire.engines.qwen3.compat import import_qwen_tts
 from speakwire.engines.qwen3.device import (
     apply_memory_fraction,
@@ -46,8 +48,13 @@ from speakwire.engines.qwen3.device import (
 )
 from speakwire.engines.qwen3.frame_budget import frame_budget
 from speakwire.engines.qwen3.frame_tap import FrameTap, GenerationSession, GenerationStopped
+from speakwire.engines.qwen3.generation_loop import GenerationLoop, Row, RowEnd
+from speakwire.engines.qwen3.kv_slots import SlotKVCache
+from speakwire.engines.qwen3.memory_plan import plan_memory
 from speakwire.engines.qwen3.prompt_cache import PromptCache, prompt_key
+from speakwire.engines.qwen3.sampling import RowSampling
 from speakwire.engines.qwen3.stream_decoder import StreamDecoder
+from speakwire.engines.qwen3.talker_prompt import PromptBuilder, VoiceSpec
 from speakwire.engines.qwen3.validation import TASK_BY_VARIANT, Qwen3ModelFacts, validate_request
 from speakwire.errors import EngineError
 from speakwire.languages import QWEN3_LANGUAGES
@@ -73,6 +80,10 @@ class Qwen3Engine:
         dtype: str,
         stream_schedule: Sequence[int] = DEFAULT_STREAM_SCHEDULE,
         prompt_cache_size: int = 64,
+        max_batch: int | None = None,
+        max_len: int | None = None,
+        memory_share: float | None = None,
+        prefill_chunk: int = 256,
     ) -> None:
         import torch
 
@@ -92,6 +103,15 @@ class Qwen3Engine:
             honours_instructions=self.variant == "voice_design"
             or (self.variant == "custom_voice" and config.tts_model_size not in "0b6"),
         )
+        self.memory = plan_memory(
+            torch,
+            tts,
+            device=device,
+            dtype=tts.model.talker.dtype,
+            max_batch=max_batch,
+            max_len=max_len,
+            memory_share=memory_share,
+        )
         self._info = EngineInfo(
             name="qwen3",
             model=model,
@@ -103,6 +123,8 @@ class Qwen3Engine:
             supports_speed=False,
             task_types=(self._facts.task_type,),
             needs_text_normalization=False,
+            max_concurrent=self.memory.slots,
+            streams_text=True,
             extra={"variant": self.variant, "size": self.model_size, "device": device, "dtype": dtype},
         )
         self.stream_schedule = tuple(int(size) for size in stream_schedule)
@@ -116,8 +138,18 @@ class Qwen3Engine:
         if talker_generation.pad_token_id is None:
             # What HF falls back to anyway, stated once so it stops logging "Setting pad_token_id" per utterance.
             talker_generation.pad_token_id = self._eos
+        cache = SlotKVCache(
+            torch,
+            tts.model.talker.config,
+            slots=self.memory.slots,
+            max_len=self.memory.max_len,
+            dtype=tts.model.talker.dtype,
+            device=tts.model.talker.device,
+        )
+        self.loop = GenerationLoop(tts, BatchedTalker(tts, cache), PromptBuilder(tts), prefill_chunk=prefill_chunk)
         self._tap = FrameTap(tts)
         self._generating = threading.Lock()
+        """Serialises the package's own generate (``synthesize_full``): it keeps per-call state on the module."""
 
     @property
     def info(self) -> EngineInfo:
@@ -151,35 +183,30 @@ class Qwen3Engine:
     def synthesize(self, text: str, request: SynthesisRequest) -> Iterator[AudioChunk]:
         """Stream one segment: chunks of ``stream_schedule`` frames (1920 samples each) at 24 kHz."""
         request = self.prepare(self.validate(request))
-        budget = frame_budget(text, request.max_new_tokens)
-        consumer_gone = threading.Event()
-        session = GenerationSession(
-            max_frames=budget,
-            frames=queue.SimpleQueue(),
-            stop_at_cap=True,
-            skip_final_decode=True,
-            cancelled=(request.cancelled, consumer_gone),
-        )
-        decoder = StreamDecoder(self._decoder, history=self._history(request))
-        worker = threading.Thread(
-            target=self._generate_in_background,
-            args=(session, text, request),
-            name="qwen3-generate",
-            daemon=True,
-        )
-        worker.start()
-        try:
-            yield from self._stream_chunks(session, decoder, request, text)
-        finally:
-            consumer_gone.set()  # GeneratorExit or an error here: stop the talker before its next step
-            worker.join()
-        if session.error is not None and not request.cancelled.is_set():
-            raise EngineError(f"Qwen3-TTS generation failed: {session.error}") from session.error
+        if request.cancelled.is_set():
+            return
+        stream = self.open_text_stream(request)
+        stream.feed(text)
+        stream.finish()
+        for chunk, _ in stream.chunks():
+            yield chunk
+
+    def open_text_stream(self, request: SynthesisRequest) -> Qwen3TextStream:
+        """One utterance whose text may still be arriving: ``feed``/``finish`` text, iterate ``chunks``.
+
+        ``request`` must be validated and prepared. Its frame budget follows the text received so far.
+        """
+        row = self.loop.submit(
+            self._voice(request), self._sampling(request), seed=int(request.seed or 0),
+            max_new_tokens=request.max_new_tokens,
+        )  # fmt: skip
+        return Qwen3TextStream(self, row, request)
 
     def synthesize_full(self, text: str, request: SynthesisRequest) -> AudioChunk:
         """The whole segment from the package's own ``generate_*`` (non-streaming; tests and benchmarks).
 
-        Same frame budget and seed as ``synthesize``, so for the same request the two give the same audio.
+        Same prompts (streaming text mode), frame budget, sampling and seed as ``synthesize``, so for
+        the same request the two give the same audio.
         """
         request = self.prepare(self.validate(request))
         budget = frame_budget(text, request.max_new_tokens)
@@ -195,13 +222,15 @@ class Qwen3Engine:
         # told from an utterance that ends exactly at the budget); the decoder is causal, so cutting keeps
         # the first `budget` frames exactly as streamed.
         samples = np.asarray(wavs[0], dtype=np.float32)[: budget * self._samples_per_frame]
-        self._report_cap(session, request, text)
+        if session.capped:
+            self._report_cap(request, budget, text)
         return AudioChunk(np.ascontiguousarray(samples), int(rate))
 
     def close(self) -> None:
-        """Release the model (and its GPU memory)."""
+        """Stop the generation loop and release the model (and its GPU memory)."""
         if self._tts is None:
             return
+        self.loop.close()
         with self._generating:
             self._tap.remove()
             self._tts = None
@@ -211,84 +240,53 @@ class Qwen3Engine:
         if self._torch.cuda.is_available():
             self._torch.cuda.empty_cache()
 
-    # -- streaming ---------------------------------------------------------------------------------
+    # -- rows ----------------------------------------------------------------------------------
 
-    def _stream_chunks(
-        self, session: GenerationSession, decoder: StreamDecoder, request: SynthesisRequest, text: str
-    ) -> Iterator[AudioChunk]:
-        assert session.frames is not None
-        sizes = itertools.chain(self.stream_schedule, itertools.repeat(self.stream_schedule[-1]))
-        want = next(sizes)
-        pending: list[Any] = []
-        done = False
-        while not done:
-            frame = session.frames.get()
-            if frame is None:
-                done = True
-                if request.cancelled.is_set():
-                    return
-                self._report_cap(session, request, text)
-            elif int(frame[0]) == self._eos:
-                continue  # not audio; the package cuts at EOS too
-            else:
-                pending.append(frame)
-            while pending and (len(pending) >= want or done):
-                take, pending = pending[:want], pending[want:]
-                samples = decoder.decode(self._torch.stack(take))
-                yield AudioChunk(samples, SAMPLE_RATE)
-                want = next(sizes)
+    def _voice(self, request: SynthesisRequest) -> VoiceSpec:
+        task = request.task_type or self._facts.task_type
+        return VoiceSpec(
+            task_type=task,
+            language=request.language,
+            speaker=request.voice if task == "CustomVoice" else None,
+            instructions=request.instructions,
+            clone=request.extra.get("voice_clone_prompt") if task == "Base" else None,
+        )
 
-    def _generate_in_background(self, session: GenerationSession, text: str, request: SynthesisRequest) -> None:
-        assert session.frames is not None
-        try:
-            with self._turn(session):
-                self._torch.manual_seed(int(request.seed or 0))
-                with self._tap.attach(session):
-                    self._generate(text, request, max_new_tokens=session.max_frames + 2)
-        except GenerationStopped as stop:
-            session.stopped_by = stop.reason
-        except BaseException as exc:  # reported by the consumer, which owns the request
-            session.error = exc
-        finally:
-            session.frames.put(None)
+    def _sampling(self, request: SynthesisRequest) -> RowSampling:
+        override = request.extra.get("sampling")
+        if isinstance(override, RowSampling):
+            return override
+        return RowSampling.from_defaults(self._tts.generate_defaults, greedy=bool(request.extra.get("greedy")))
 
     def _generate(self, text: str, request: SynthesisRequest, *, max_new_tokens: int) -> Any:
-        """One call of the package's own generate method for the request's task."""
+        """One call of the package's own generate method for the request's task, in streaming text mode."""
         tts = self._tts
+        kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "non_streaming_mode": False}
+        if request.extra.get("greedy"):
+            kwargs.update(do_sample=False, subtalker_dosample=False)
         if request.task_type == "CustomVoice":
             return tts.generate_custom_voice(
-                text=text,
-                speaker=request.voice,
-                language=request.language,
-                instruct=request.instructions,
-                max_new_tokens=max_new_tokens,
+                text=text, speaker=request.voice, language=request.language, instruct=request.instructions, **kwargs
             )
         if request.task_type == "VoiceDesign":
             return tts.generate_voice_design(
-                text=text,
-                instruct=request.instructions,
-                language=request.language,
-                max_new_tokens=max_new_tokens,
+                text=text, instruct=request.instructions, language=request.language, **kwargs
             )
         return tts.generate_voice_clone(
-            text=text,
-            language=request.language,
-            voice_clone_prompt=[request.extra["voice_clone_prompt"]],
-            max_new_tokens=max_new_tokens,
+            text=text, language=request.language, voice_clone_prompt=[request.extra["voice_clone_prompt"]], **kwargs
         )
 
     def _turn(self, session: GenerationSession) -> _Turn:
         return _Turn(self._generating, session)
 
-    def _report_cap(self, session: GenerationSession, request: SynthesisRequest, text: str) -> None:
-        if session.capped:
-            request.extra["capped"] = True
-            logger.warning(
-                "qwen3: utterance hit its frame budget (%d frames = %.1f s) without EOS and was cut: %.60r",
-                session.max_frames,
-                session.max_frames * self._samples_per_frame / SAMPLE_RATE,
-                text,
-            )
+    def _report_cap(self, request: SynthesisRequest, budget: int, text: str) -> None:
+        request.extra["capped"] = True
+        logger.warning(
+            "qwen3: utterance hit its frame budget (%d frames = %.1f s) without EOS and was cut: %.60r",
+            budget,
+            budget * self._samples_per_frame / SAMPLE_RATE,
+            text,
+        )
 
     # -- voice cloning -----------------------------------------------------------------------------
 
@@ -328,6 +326,72 @@ class Qwen3Engine:
         return items[0]
 
 
+class Qwen3TextStream:
+    """One utterance in the generation loop: text in while audio comes out, in the stream schedule.
+
+    ``chunks`` yields ``(audio, characters read)``: the characters of the text the talker had read
+    when it made the chunk's last frame (the talker reads text ahead of the speech it makes).
+    """
+
+    POLL_S = 0.05
+    """How often a waiting consumer looks at ``request.cancelled``."""
+
+    def __init__(self, engine: Qwen3Engine, row: Row, request: SynthesisRequest) -> None:
+        self._engine = engine
+        self._row = row
+        self._request = request
+
+    @property
+    def text(self) -> str:
+        return self._row.track.text
+
+    def feed(self, text: str) -> None:
+        self._row.feed(text)
+
+    def finish(self) -> None:
+        self._row.finish()
+
+    def cancel(self) -> None:
+        self._row.cancel()
+
+    def chunks(self) -> Iterator[tuple[AudioChunk, int]]:
+        """Audio as the row's frames arrive; ends at EOS, the budget, or a cancel (then without raising)."""
+        engine, row, request = self._engine, self._row, self._request
+        torch = engine._torch
+        decoder = StreamDecoder(engine._decoder, history=engine._history(request))
+        sizes = itertools.chain(engine.stream_schedule, itertools.repeat(engine.stream_schedule[-1]))
+        want = next(sizes)
+        pending: list[Any] = []
+        text_read = 0
+        end: RowEnd | None = None
+        try:
+            while end is None:
+                if request.cancelled.is_set():
+                    return
+                try:
+                    event = row.events.get(timeout=self.POLL_S)
+                except queue.Empty:
+                    continue
+                if isinstance(event, RowEnd):
+                    end = event
+                    if end.reason == "cancelled":
+                        return
+                else:
+                    pending.append(event.codes)
+                    text_read = event.text_read
+                while pending and (len(pending) >= want or end is not None):
+                    take, pending = pending[:want], pending[want:]
+                    yield AudioChunk(decoder.decode(torch.stack(take)), SAMPLE_RATE), text_read
+                    want = next(sizes)
+        finally:
+            if end is None:
+                row.cancel()  # the consumer is gone: free the slot before the loop's next step
+        if end.reason == "error":
+            raise EngineError(f"Qwen3-TTS generation failed: {end.error}") from end.error
+        if end.reason == "capped":
+            engine._report_cap(request, row.max_frames, self.text)
+
+
 class _Turn:
     """Holds the engine's generation lock, waiting for it in short steps so a cancel still gets through."""
 
@@ -351,6 +415,8 @@ def load_qwen3_engine(
     gpu_memory_utilization: float | None = None,
     stream_schedule: tuple[int, ...] = DEFAULT_STREAM_SCHEDULE,
     prompt_cache_size: int = 64,
+    max_batch: int | None = None,
+    max_len: int | None = None,
 ) -> Qwen3Engine:
     """Load a Qwen3-TTS 12 Hz checkpoint (hub id or local directory) as a streaming engine.
 
@@ -363,6 +429,9 @@ def load_qwen3_engine(
             ``$SM_VLLM_GPU_MEMORY_UTILIZATION``, else no cap.
         stream_schedule: Frames per streamed chunk; the last size repeats.
         prompt_cache_size: Voice-clone prompts kept (LRU); 0 disables the cache.
+        max_batch: Most utterances generating at once (KV slots); default: what the memory budget allows,
+            at most 64.
+        max_len: Talker positions per utterance (prompt + frames); default 4096.
 
     Raises:
         MissingExtraError: torch or qwen-tts is not installed.
@@ -373,7 +442,8 @@ def load_qwen3_engine(
     started = time.perf_counter()
     device = resolve_device(torch, device)
     torch_dtype = resolve_dtype(torch, dtype, device)
-    apply_memory_fraction(torch, device, memory_fraction(gpu_memory_utilization))
+    share = memory_fraction(gpu_memory_utilization)
+    apply_memory_fraction(torch, device, share)
     kwargs: dict[str, Any] = {"dtype": torch_dtype, "device_map": device}
     if os.path.isdir(model):
         kwargs["local_files_only"] = True
@@ -387,6 +457,9 @@ def load_qwen3_engine(
         dtype=dtype_name,
         stream_schedule=stream_schedule,
         prompt_cache_size=prompt_cache_size,
+        max_batch=max_batch,
+        max_len=max_len,
+        memory_share=share,
     )
     _log_loaded(engine, tts, device, dtype_name, time.perf_counter() - started)
     return engine
@@ -413,6 +486,7 @@ def _log_loaded(engine: Qwen3Engine, tts: Any, device: str, dtype: str, seconds:
         weights,
         seconds,
     )
+    logger.info("qwen3: %s", engine.memory.describe())
 
 
 def _mib(module: Any) -> float:

@@ -1,0 +1,108 @@
+"""The talker and its code predictor as batched steps over many utterances at different positions.
+
+``prefill`` runs one row's prompt (or a chunk of it) into its KV slot. ``decode`` advances
+every given row by one talker position in one forward: the rows' new keys and values go to
+their own slots at their own positions, and each row attends to its own prefix only.
+``predict_residuals`` runs the code predictor's 15 steps for all rows at once; every row is
+at the same inner position, so that is a plain batch with a fresh small cache per frame.
+
+The package's own modules do the arithmetic (decoder layers, norms, rotary embedding, heads),
+so the numbers are the package's numbers. Logits are taken over all positions and cast to
+float32 before the last one is picked, as ``generate`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from speakwire.engines.qwen3.kv_slots import SlotKVCache
+from speakwire.engines.qwen3.sampling import Sampling, sample_rows
+
+
+class BatchedTalker:
+    """Batched forward passes of one checkpoint's talker over a ``SlotKVCache``."""
+
+    def __init__(self, tts: Any, cache: SlotKVCache) -> None:
+        import torch
+
+        self._torch = torch
+        self._talker = tts.model.talker
+        self._model = tts.model.talker.model
+        self._predictor = tts.model.talker.code_predictor
+        self.cache = cache
+        self.codebooks = int(tts.model.config.talker_config.num_code_groups)
+
+    def embed_codes(self, frames: Any) -> Any:
+        """(B, 1, D): a frame's 16 codebook embeddings summed (what the talker reads back)."""
+        torch = self._torch
+        parts = [self._talker.get_input_embeddings()(frames[:, :1])]
+        embeddings = self._predictor.get_input_embeddings()
+        parts += [embeddings[i](frames[:, i + 1 : i + 2]) for i in range(self.codebooks - 1)]
+        return torch.cat(parts, dim=1).sum(1, keepdim=True)
+
+    def prefill(self, slot: int, embeds: Any, start: int) -> tuple[Any, Any]:
+        """Run ``embeds`` (1, n, D) into ``slot`` from ``start``: (logits (1, V) float32, hidden (1, 1, D))."""
+        torch = self._torch
+        length = embeds.shape[1]
+        self.cache.plan_prefill(slot, start, length)
+        positions = torch.arange(start, start + length, device=embeds.device).view(1, 1, -1).expand(3, 1, -1)
+        mask = None
+        if start:
+            # A later chunk of a long prompt: causal over everything written so far.
+            keys = torch.arange(start + length, device=embeds.device)
+            mask = (keys[None, :] <= positions[0, 0, :, None]).view(1, 1, length, start + length)
+        hidden = self._layers(embeds, positions, mask)
+        return self._logits(hidden), hidden[:, -1:, :]
+
+    def decode(self, slots: list[int], positions: list[int], embeds: Any) -> tuple[Any, Any]:
+        """One talker step for B rows: ``embeds`` (B, 1, D) at each row's own position."""
+        torch = self._torch
+        self.cache.plan_decode(slots, positions)
+        device = embeds.device
+        where = torch.tensor(positions, device=device)
+        position_ids = where.view(1, -1, 1).expand(3, -1, -1)
+        mask = None
+        if min(positions) != max(positions):
+            keys = torch.arange(max(positions) + 1, device=device)
+            mask = (keys[None, :] <= where[:, None]).view(len(slots), 1, 1, -1)
+        hidden = self._layers(embeds, position_ids, mask)
+        return self._logits(hidden), hidden[:, -1:, :]
+
+    def predict_residuals(
+        self, past_hidden: Any, first_codes: Any, settings: list[Sampling], generators: list[Any]
+    ) -> Any:
+        """Codebooks 1..15 for each row's frame: (B, 15) long, sampled with each row's subtalker settings."""
+        torch = self._torch
+        from transformers.cache_utils import DynamicCache
+
+        predictor = self._predictor
+        cache = DynamicCache()
+        inputs = torch.cat((past_hidden, self._talker.get_input_embeddings()(first_codes.unsqueeze(1))), dim=1)
+        codes: list[Any] = []
+        for step in range(self.codebooks - 1):
+            if step:
+                inputs = predictor.model.get_input_embeddings()[step - 1](codes[-1].unsqueeze(1))
+            hidden = predictor.model(
+                inputs_embeds=predictor.small_to_mtp_projection(inputs), past_key_values=cache, use_cache=True
+            ).last_hidden_state
+            logits = predictor.lm_head[step](hidden)[:, -1, :].to(dtype=torch.float32)
+            codes.append(sample_rows(torch, logits, settings, generators))
+        return torch.stack(codes, dim=1)
+
+    def _layers(self, embeds: Any, position_ids: Any, mask: Any) -> Any:
+        model = self._model
+        embeddings = model.rotary_emb(embeds, position_ids)
+        hidden = embeds
+        for layer in model.layers:
+            hidden = layer(
+                hidden,
+                attention_mask=mask,
+                position_ids=position_ids[0],
+                past_key_values=self.cache,
+                use_cache=True,
+                position_embeddings=embeddings,
+            )[0]
+        return model.norm(hidden)
+
+    def _logits(self, hidden: Any) -> Any:
+        return self._talker.codec_head(hidden)[:, -1, :].to(dtype=self._torch.float32)

@@ -1,0 +1,496 @@
+"""One generation loop per loaded Qwen3 model: every active utterance advances one codec frame per step.
+
+A thread owns the device. Each turn it takes new utterances into free KV slots and runs
+their prompts (a long prompt in chunks, so running rows wait at most one chunk), then
+steps every row that can step in one batch: the code predictor fills the 15 residual
+codebooks of each row's current frame, the frame goes to the row's listener, and one
+batched talker forward reads it back together with the row's next text token and
+samples the row's next first-codebook code. Rows end at EOS, at their frame budget, or
+when cancelled; their slot is free for the next utterance at once.
+
+Text may arrive while the row generates (``Row.feed``). A row whose text track has
+reached text that has not arrived yet sits out steps until more text, or ``finish``,
+comes: it never reads the end of the text early. A row far ahead of its listener sits
+out while others are behind (``max_lead_s``), so the batch serves the most urgent.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from speakwire.engines.qwen3.batched_talker import BatchedTalker
+from speakwire.engines.qwen3.frame_budget import MAX_FRAMES, frame_budget
+from speakwire.engines.qwen3.sampling import MIN_NEW_TOKENS, RowSampling, sample_rows
+from speakwire.engines.qwen3.talker_prompt import PromptBuilder, VoicePrompt, VoiceSpec
+from speakwire.engines.qwen3.text_track import TextTrack
+
+logger = logging.getLogger(__name__)
+
+FRAME_S = 0.08
+"""Audio per codec frame (12.5 Hz)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One 80 ms codec frame of a row."""
+
+    codes: Any
+    """(16,) long tensor on the model's device."""
+    text_read: int
+    """Characters of the row's text the talker had read when it made this frame."""
+
+
+@dataclass(frozen=True, slots=True)
+class RowEnd:
+    """The row is over; ``reason`` is eos, capped, cancelled or error."""
+
+    reason: str
+    error: BaseException | None = None
+
+
+RowEvent = Frame | RowEnd
+
+
+class Row:
+    """One utterance in the loop, seen from its caller: feed text, read frames, cancel."""
+
+    def __init__(
+        self, loop: GenerationLoop, voice: VoiceSpec, sampling: RowSampling, seed: int, max_new_tokens: int | None
+    ) -> None:
+        self.voice = voice
+        self.sampling = sampling
+        self.seed = seed
+        self.max_new_tokens = max_new_tokens
+        self.max_frames = frame_budget("", max_new_tokens)
+        """The runaway budget for the text received so far (``frame_budget``); it grows with the text."""
+        self.events: queue.SimpleQueue[RowEvent] = queue.SimpleQueue()
+        self.track = TextTrack(loop.prompts.tokenize)
+        self._loop = loop
+        self._lock = threading.Lock()
+        self.cancelled = False
+        self.ended = False
+
+    def feed(self, text: str) -> None:
+        """More target text (an LLM's next words); tokens reach the running generation as they become final."""
+        with self._lock:
+            added = self.track.feed(text)
+            self.max_frames = frame_budget(self.track.text, self.max_new_tokens)
+        if added:
+            self._loop.wake()
+
+    def finish(self) -> None:
+        """No more text: the talker may now read the end of the text."""
+        with self._lock:
+            self.track.finish()
+        self._loop.wake()
+
+    def cancel(self) -> None:
+        """Stop generating; the slot is free before the next step."""
+        self.cancelled = True
+        self._loop.wake()
+
+    def text_state(self) -> tuple[list[int], bool]:
+        with self._lock:
+            return list(self.track.ids), self.track.done
+
+    def text_read(self, tokens: int) -> int:
+        with self._lock:
+            return self.track.char_position(tokens)
+
+
+@dataclass(slots=True)
+class _Active:
+    """Loop-side state of a row that holds a slot."""
+
+    row: Row
+    slot: int
+    voice: VoicePrompt
+    generator: Any
+    track: list[Any] = field(default_factory=list)
+    """Per track position, its (1, 1, D) text embedding (computed as tokens arrive)."""
+    prefix_tokens: int = 0
+    """Track tokens before the target text (ICL: the reference transcript)."""
+    consumed: int = 0
+    """Track positions the prompt consumed; the next step reads position ``consumed + steps``."""
+    length: int = 0
+    """Positions written to the slot."""
+    steps: int = 0
+    next_code: int = -1
+    past_hidden: Any = None
+    seen: Any = None
+    frames: int = 0
+    first_frame_at: float | None = None
+    prompt: Any = None
+    """Prompt embeddings still to run (chunked prefill); None once running."""
+
+    def lead_s(self, now: float) -> float:
+        """Audio produced beyond what a real-time listener has played since the first frame."""
+        if self.first_frame_at is None:
+            return 0.0
+        return self.frames * FRAME_S - (now - self.first_frame_at)
+
+
+@dataclass(slots=True)
+class LoopStats:
+    steps: int = 0
+    rows_stepped: int = 0
+    step_s: float = 0.0
+    prefills: int = 0
+    prefill_s: float = 0.0
+    max_batch: int = 0
+
+    def snapshot(self) -> dict[str, float]:
+        return {
+            "steps": self.steps,
+            "mean_batch": self.rows_stepped / self.steps if self.steps else 0.0,
+            "mean_step_ms": 1000 * self.step_s / self.steps if self.steps else 0.0,
+            "prefills": self.prefills,
+            "mean_prefill_ms": 1000 * self.prefill_s / self.prefills if self.prefills else 0.0,
+            "max_batch": self.max_batch,
+        }
+
+
+class GenerationLoop:
+    """The device-owning step loop over up to ``talker.cache.slots`` concurrent utterances."""
+
+    def __init__(
+        self,
+        tts: Any,
+        talker: BatchedTalker,
+        prompts: PromptBuilder,
+        *,
+        prefill_chunk: int = 256,
+        max_lead_s: float = 2.0,
+        on_idle: Callable[[], None] | None = None,
+    ) -> None:
+        import torch
+
+        self._torch = torch
+        self.talker = talker
+        self.prompts = prompts
+        config = tts.model.config.talker_config
+        self._eos = int(config.codec_eos_token_id)
+        self._vocab = int(config.vocab_size)
+        self._device = tts.model.talker.device
+        banned = torch.zeros(self._vocab, dtype=torch.bool, device=self._device)
+        banned[self._vocab - 1024 :] = True
+        banned[self._eos] = False
+        self._banned = banned
+        self.prefill_chunk = prefill_chunk
+        self.max_lead_s = max_lead_s
+        self._on_idle = on_idle
+        self._cond = threading.Condition()
+        self._incoming: list[Row] = []
+        self._waiting: list[Row] = []
+        self._active: dict[Row, _Active] = {}
+        self._free = list(range(talker.cache.slots))
+        heapq.heapify(self._free)
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.stats = LoopStats()
+
+    # ----- caller side ----------------------------------------------------------------------
+
+    @property
+    def slots(self) -> int:
+        return self.talker.cache.slots
+
+    @property
+    def active_rows(self) -> int:
+        with self._cond:
+            return len(self._active) + len(self._waiting) + len(self._incoming)
+
+    @property
+    def free_slots(self) -> int:
+        with self._cond:
+            return len(self._free)
+
+    def submit(self, voice: VoiceSpec, sampling: RowSampling, *, seed: int, max_new_tokens: int | None = None) -> Row:
+        """A new utterance; it starts once it has a slot and its first text token."""
+        row = Row(self, voice, sampling, seed, max_new_tokens)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("generation loop is closed")
+            self._incoming.append(row)
+            self._cond.notify()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="qwen3-generation-loop", daemon=True)
+                self._thread.start()
+        return row
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify()
+
+    def close(self) -> None:
+        """End every row (cancelled) and stop the thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=10)
+
+    # ----- the loop -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        torch = self._torch
+        with torch.no_grad():
+            while True:
+                with self._cond:
+                    if self._closed:
+                        break
+                    self._waiting.extend(self._incoming)
+                    self._incoming.clear()
+                self._drop_cancelled()
+                progressed = self._admit()
+                progressed = self._continue_prefills() or progressed
+                progressed = self._step() or progressed
+                if not progressed:
+                    with self._cond:
+                        if not self._incoming and not self._closed:
+                            if self._on_idle is not None and not self._active and not self._waiting:
+                                self._on_idle()
+                            self._cond.wait(timeout=0.05)
+        for row in [*self._waiting, *self._incoming, *self._active]:
+            self._end(row, RowEnd("cancelled"))
+
+    def _drop_cancelled(self) -> None:
+        for row in [r for r in self._waiting if r.cancelled]:
+            self._waiting.remove(row)
+            self._end(row, RowEnd("cancelled"))
+        for row in [r for r in self._active if r.cancelled]:
+            self._end(row, RowEnd("cancelled"))
+
+    def _end(self, row: Row, end: RowEnd) -> None:
+        active = self._active.pop(row, None)
+        if active is not None:
+            heapq.heappush(self._free, active.slot)
+        if not row.ended:
+            row.ended = True
+            row.events.put(end)
+
+    def _admit(self) -> bool:
+        """Give free slots to waiting rows whose text can start a prompt, oldest first."""
+        admitted = False
+        for row in list(self._waiting):
+            if not self._free:
+                break
+            ids, done = row.text_state()
+            if not ids and not done:
+                continue
+            self._waiting.remove(row)
+            if not ids:
+                self._end(row, RowEnd("eos"))
+                continue
+            slot = heapq.heappop(self._free)
+            try:
+                voice = self.prompts.voice(row.voice)
+            except Exception as exc:
+                logger.exception("qwen3: could not build the voice prompt")
+                heapq.heappush(self._free, slot)
+                self._end(row, RowEnd("error", exc))
+                continue
+            generator = self._torch.Generator(device=self._device).manual_seed(int(row.seed))
+            active = _Active(row, slot, voice, generator, prefix_tokens=len(voice.track_prefix_ids))
+            self._active[row] = active  # from here on, _end frees the slot
+            try:
+                self._start_prompt(active, ids, done)  # False: an ICL row waits for text, keeping its slot
+            except Exception as exc:
+                self._end(row, RowEnd("error", exc))
+            admitted = True
+        return admitted
+
+    def _start_prompt(self, active: _Active, ids: list[int], done: bool) -> bool:
+        """Build the row's prompt once its text allows; False while an ICL row still waits for text."""
+        torch, prompts, voice = self._torch, self.prompts, active.voice
+        if voice.icl:
+            track_ids = voice.track_prefix_ids + ids
+            if len(track_ids) < voice.tokens_in_prompt and not done:
+                return False
+            track = prompts.text_embeddings(track_ids)
+            if done:
+                track = torch.cat((track, prompts.tts_eos), dim=1)
+            active.track = [track[:, i : i + 1] for i in range(track.shape[1])]
+            prompt, active.consumed = prompts.prompt(voice, track)
+        else:
+            # The package's grouping: the first token alone, the rest (+ EOS) in one projection.
+            first = prompts.text_embeddings(ids[:1])
+            prompt, active.consumed = prompts.prompt(voice, first)
+            active.track = [first]
+            self._extend_track(active, ids, done)
+        max_len = self.talker.cache.max_len
+        longest = min(MAX_FRAMES, active.row.max_new_tokens or MAX_FRAMES)
+        if prompt.shape[1] + longest // 4 > max_len:
+            raise ValueError(
+                f"the prompt ({prompt.shape[1]} positions) leaves too little of the talker's per-utterance "
+                f"context ({max_len} positions) for speech; shorten the instructions or the reference"
+            )
+        active.prompt = prompt
+        return True
+
+    def _extend_track(self, active: _Active, ids: list[int], done: bool) -> None:
+        """Embed newly committed text tokens (and the text EOS once the text is complete)."""
+        prompts = self.prompts
+        have = len(active.track) - active.prefix_tokens
+        tail_known = len(active.track) > active.prefix_tokens + len(ids)  # EOS already appended
+        if tail_known:
+            return
+        new = ids[have:]
+        if new:
+            embeds = prompts.text_embeddings(new)
+            if done:
+                embeds = self._torch.cat((embeds, prompts.tts_eos), dim=1)
+            active.track.extend(embeds[:, i : i + 1] for i in range(embeds.shape[1]))
+        elif done:
+            active.track.append(prompts.tts_eos)
+
+    def _continue_prefills(self) -> bool:
+        """Run prompts: whole when nothing else runs, else one chunk per turn."""
+        progressed = False
+        running = any(a.prompt is None for a in self._active.values())
+        for active in [a for a in self._active.values() if a.prompt is not None]:
+            if active.row.cancelled:
+                continue
+            started = time.perf_counter()
+            try:
+                while active.prompt is not None:
+                    self._prefill_chunk(active)
+                    if running:
+                        break
+            except Exception as exc:
+                logger.exception("qwen3: prompt failed")
+                self._end(active.row, RowEnd("error", exc))
+            self.stats.prefills += 1
+            self.stats.prefill_s += time.perf_counter() - started
+            progressed = True
+            if running:
+                break
+        # ICL rows that were waiting for text
+        for active in [a for a in self._active.values() if a.prompt is None and a.past_hidden is None]:
+            ids, done = active.row.text_state()
+            try:
+                if self._start_prompt(active, ids, done):
+                    progressed = True
+            except Exception as exc:
+                self._end(active.row, RowEnd("error", exc))
+        return progressed
+
+    def _prefill_chunk(self, active: _Active) -> None:
+        torch = self._torch
+        prompt = active.prompt
+        take = prompt.shape[1] - active.length if self.prefill_chunk <= 0 else self.prefill_chunk
+        chunk = prompt[:, active.length : active.length + take]
+        logits, hidden = self.talker.prefill(active.slot, chunk, active.length)
+        active.length += chunk.shape[1]
+        if active.length < prompt.shape[1]:
+            return
+        active.prompt = None
+        active.past_hidden = hidden
+        active.seen = torch.zeros(1, self._vocab, dtype=torch.bool, device=self._device)
+        code = sample_rows(
+            torch,
+            logits,
+            [active.row.sampling.talker],
+            [active.generator],
+            seen=active.seen,
+            banned=self._banned,
+            eos_blocked=torch.tensor([True], device=self._device),
+            eos=self._eos,
+        )
+        active.next_code = int(code[0])
+        active.seen[0, active.next_code] = True
+
+    # ----- one frame for every row that can take it ---------------------------------------
+
+    def _ready(self, now: float) -> list[_Active]:
+        rows = []
+        for active in self._active.values():
+            if active.prompt is not None or active.past_hidden is None or active.row.cancelled:
+                continue
+            ids, done = active.row.text_state()
+            self._extend_track(active, ids, done)
+            position = active.consumed + active.steps
+            if position >= len(active.track) and not done:
+                continue  # the talker has read all the text that has arrived: wait for more
+            rows.append(active)
+        if len(rows) > 1 and self.max_lead_s > 0:
+            behind = any(a.lead_s(now) < self.max_lead_s / 4 for a in rows)
+            if behind:
+                rows = [a for a in rows if a.lead_s(now) <= self.max_lead_s]
+        return rows
+
+    def _step(self) -> bool:
+        now = time.monotonic()
+        rows = self._ready(now)
+        if not rows:
+            return False
+        started = time.perf_counter()
+        try:
+            self._advance(rows)
+        except Exception as exc:
+            logger.exception("qwen3: generation step failed for %d rows", len(rows))
+            for active in rows:
+                self._end(active.row, RowEnd("error", exc))
+        stats = self.stats
+        stats.steps += 1
+        stats.rows_stepped += len(rows)
+        stats.step_s += time.perf_counter() - started
+        stats.max_batch = max(stats.max_batch, len(rows))
+        return True
+
+    def _advance(self, rows: list[_Active]) -> None:
+        torch, talker = self._torch, self.talker
+        device = self._device
+        first = torch.tensor([a.next_code for a in rows], device=device)
+        past = torch.cat([a.past_hidden for a in rows], dim=0)
+        residuals = talker.predict_residuals(
+            past, first, [a.row.sampling.predictor for a in rows], [a.generator for a in rows]
+        )
+        frames = torch.cat((first.unsqueeze(1), residuals), dim=1)
+        now = time.monotonic()
+        for i, active in enumerate(rows):
+            if active.first_frame_at is None:
+                active.first_frame_at = now
+            active.frames += 1
+            read = max(0, active.consumed + active.steps - active.prefix_tokens)
+            active.row.events.put(Frame(frames[i], active.row.text_read(read)))
+
+        text = torch.cat([self._text_at(a) for a in rows], dim=0)
+        embeds = talker.embed_codes(frames) + text
+        logits, hidden = talker.decode([a.slot for a in rows], [a.length for a in rows], embeds)
+        seen = torch.cat([a.seen for a in rows], dim=0)
+        blocked = torch.tensor([a.frames < MIN_NEW_TOKENS for a in rows], device=device)
+        codes = sample_rows(
+            torch,
+            logits,
+            [a.row.sampling.talker for a in rows],
+            [a.generator for a in rows],
+            seen=seen,
+            banned=self._banned,
+            eos_blocked=blocked,
+            eos=self._eos,
+        ).tolist()
+        for i, active in enumerate(rows):
+            active.length += 1
+            active.steps += 1
+            active.past_hidden = hidden[i : i + 1]
+            active.next_code = int(codes[i])
+            active.seen[0, active.next_code] = True
+            if active.next_code == self._eos:
+                self._end(active.row, RowEnd("eos"))
+            elif active.frames >= active.row.max_frames or active.length + 1 >= self.talker.cache.max_len:
+                self._end(active.row, RowEnd("capped"))
+
+    def _text_at(self, active: _Active) -> Any:
+        position = active.consumed + active.steps
+        if position < len(active.track):
+            return active.track[position]
+        return self.prompts.tts_pad

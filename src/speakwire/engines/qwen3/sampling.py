@@ -1,0 +1,120 @@
+"""Per-row sampling for a batch of talker (or code-predictor) logits, as Hugging Face ``generate`` samples.
+
+Each row has its own settings and its own ``torch.Generator``. The logits are processed as
+``generate`` processes them for the package's settings: repetition penalty over the row's
+earlier codes, suppressed ids, no EOS before ``min_new_tokens``, then temperature, top-k and
+top-p. Rows that sample draw with their own generator, one ``multinomial`` per row, so a
+seeded row draws the same numbers alone or in any batch. It also draws them in the order
+the package draws from the global generator (talker, then 15 code-predictor draws per frame),
+so a solo row with seed *s* equals the package's ``generate`` after ``torch.manual_seed(s)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MIN_NEW_TOKENS = 2
+"""The package's ``min_new_tokens``: the first frame can never be EOS (empty audio otherwise)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """One stage's sampling settings (the talker's, or the code predictor's "subtalker" settings)."""
+
+    do_sample: bool = True
+    temperature: float = 0.9
+    top_k: int = 50
+    top_p: float = 1.0
+    repetition_penalty: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RowSampling:
+    """A row's settings for both stages (the package's generate kwargs)."""
+
+    talker: Sampling
+    predictor: Sampling
+
+    @classmethod
+    def from_defaults(cls, defaults: dict[str, Any], *, greedy: bool = False) -> RowSampling:
+        """From the checkpoint's ``generate_config.json`` defaults (what the package would use)."""
+
+        def pick(name: str, fallback: Any) -> Any:
+            return defaults.get(name, fallback)
+
+        talker = Sampling(
+            do_sample=not greedy and bool(pick("do_sample", True)),
+            temperature=float(pick("temperature", 0.9)),
+            top_k=int(pick("top_k", 50)),
+            top_p=float(pick("top_p", 1.0)),
+            repetition_penalty=float(pick("repetition_penalty", 1.05)),
+        )
+        predictor = Sampling(
+            do_sample=not greedy and bool(pick("subtalker_dosample", True)),
+            temperature=float(pick("subtalker_temperature", 0.9)),
+            top_k=int(pick("subtalker_top_k", 50)),
+            top_p=float(pick("subtalker_top_p", 1.0)),
+        )
+        return cls(talker, predictor)
+
+
+def sample_rows(
+    torch: Any,
+    logits: Any,
+    settings: list[Sampling],
+    generators: list[Any],
+    *,
+    seen: Any = None,
+    banned: Any = None,
+    eos_blocked: Any = None,
+    eos: int | None = None,
+) -> Any:
+    """Next token per row: a (B,) long tensor on the logits' device.
+
+    Args:
+        logits: (B, V) float32 scores of the last position.
+        settings, generators: one per row.
+        seen: (B, V) bool, the codes a row has produced so far (repetition penalty), or None.
+        banned: (V,) bool, ids never allowed (the package's suppress_tokens), or None.
+        eos_blocked: (B,) bool, rows that may not end yet (fewer than ``MIN_NEW_TOKENS`` codes), or None.
+        eos: the EOS id ``eos_blocked`` refers to.
+    """
+    scores = logits
+    penalties = [s.repetition_penalty for s in settings]
+    if seen is not None and any(p != 1.0 for p in penalties):
+        penalty = torch.tensor(penalties, device=scores.device, dtype=scores.dtype).unsqueeze(1)
+        penalized = torch.where(scores < 0, scores * penalty, scores / penalty)
+        scores = torch.where(seen & (penalty != 1.0), penalized, scores)
+    if eos_blocked is not None and eos is not None and bool(eos_blocked.any()):
+        column = scores[:, eos]
+        scores = scores.clone()
+        scores[:, eos] = torch.where(eos_blocked, torch.full_like(column, float("-inf")), column)
+    if banned is not None:
+        scores = torch.where(banned, torch.full_like(scores, float("-inf")), scores)
+
+    tokens = torch.argmax(scores, dim=-1)
+    sampled = [i for i, s in enumerate(settings) if s.do_sample]
+    if not sampled:
+        return tokens
+    for i in sampled:
+        probs = torch.softmax(_warp(torch, scores[i : i + 1], settings[i]), dim=-1)
+        tokens[i] = torch.multinomial(probs, num_samples=1, generator=generators[i])[0, 0]
+    return tokens
+
+
+def _warp(torch: Any, scores: Any, s: Sampling) -> Any:
+    """Temperature, top-k, top-p on one row (1, V), exactly as the HF warpers do it."""
+    if s.temperature != 1.0:
+        scores = scores / s.temperature
+    if s.top_k:
+        k = min(s.top_k, scores.size(-1))
+        kth = torch.topk(scores, k)[0][..., -1, None]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if s.top_p < 1.0:
+        ordered, order = torch.sort(scores, descending=False)
+        cumulative = ordered.softmax(dim=-1).cumsum(dim=-1)
+        remove = cumulative <= (1 - s.top_p)
+        remove[..., -1:] = False
+        scores = scores.masked_fill(remove.scatter(1, order, remove), float("-inf"))
+    return scores
