@@ -7,6 +7,10 @@ submitted the moment the previous one finishes, so it is synthesized while the
 protocol is still sending the previous audio. ``cancel()`` stops the running
 segment between engine chunks, drops queued work and ends the event stream at once.
 
+Engines that take text while they generate (``EngineInfo.streams_text``, Qwen3) get one
+generation per utterance instead: the text goes to the engine as it arrives, and the
+segmenter only labels the continuous audio with sentences (``_run_text_stream``).
+
 Encoding is the protocol's business (one file per utterance over HTTP, one per
 sentence on the WebSocket when not streaming), so events carry float32 PCM at the
 requested output rate.
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -26,11 +31,12 @@ import numpy as np
 
 from speakwire.audio.chunk import AudioChunk, Float32Array
 from speakwire.audio.resample import StreamResampler
-from speakwire.engines.base import Engine, SynthesisRequest
+from speakwire.engines.base import Engine, SynthesisRequest, TextStream, TextStreamingEngine
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.scheduler import Job, Scheduler
 from speakwire.text.normalize import normalize_english
 from speakwire.text.segmenter import ChunkSchedule, Granularity, Segment, Segmenter
+from speakwire.text.widths import is_wide
 
 logger = logging.getLogger(__name__)
 
@@ -209,6 +215,15 @@ class Utterance:
         self._prepared = False
         self._progress = _Progress()
         self.usage = Usage()
+        self._streams_text = self._engine.info.streams_text
+        self._segments: list[Segment] = []
+        """Stream mode: the segments decided so far, used to label the continuous audio."""
+        self._stream_lock = threading.Lock()
+        self._text_stream: TextStream | None = None
+        self._unsent: list[str] = []
+        """Stream mode: text that arrived before the engine's text stream was open."""
+        self._received = ""
+        """Stream mode: all text fed (sentence labels need the part no segment holds yet)."""
 
     # ----- input side -----------------------------------------------------------------
 
@@ -226,6 +241,9 @@ class Utterance:
         if self._progress.started_at is None:
             self._progress.started_at = time.monotonic()
         self.usage.characters += len(text)
+        if self._streams_text:
+            self._feed_stream(text)
+            return
         self._queue_segments(self._segmenter.feed(text))
         self._submit_next()
 
@@ -236,15 +254,26 @@ class Utterance:
         self._input_done = True
         if self._progress.started_at is None:
             self._progress.started_at = time.monotonic()
+        if self._streams_text:
+            self._segments.extend(self._numbered(self._segmenter.flush()))
+            with self._stream_lock:
+                if self._text_stream is not None:
+                    self._text_stream.finish()
+            if self._job is None:
+                self._end(cancelled=False)  # nothing speakable arrived, or the engine already ended
+            return
         self._queue_segments(self._segmenter.flush())
         self._submit_next()
         self._maybe_finish()
 
     def _queue_segments(self, segments: list[Segment]) -> None:
+        self._pending.extend(self._numbered(segments))
+
+    def _numbered(self, segments: list[Segment]) -> list[Segment]:
         # Number segments per utterance (the segmenter restarts its count after a flush).
-        for segment in segments:
-            self._pending.append(Segment(segment.text, self._segments_seen))
-            self._segments_seen += 1
+        numbered = [Segment(segment.text, self._segments_seen + i) for i, segment in enumerate(segments)]
+        self._segments_seen += len(numbered)
+        return numbered
 
     def cancel(self) -> None:
         """Stop now: the running segment stops between engine chunks, nothing else is synthesized."""
@@ -273,6 +302,8 @@ class Utterance:
     @property
     def idle(self) -> bool:
         """True when all text fed so far has been synthesized and sent (only input may still come)."""
+        if self._streams_text:
+            return self._job is None and not self.usage.characters
         return self._job is None and not self._pending
 
     # ----- output side ----------------------------------------------------------------
@@ -423,6 +454,161 @@ class Utterance:
         self._events.put_nowait(event)
         if isinstance(event, SegmentFinished):
             self.usage.segments += 1
-            self._job = None
-            self._submit_next()
-            self._maybe_finish()
+            if not self._streams_text:
+                self._job = None
+                self._submit_next()
+                self._maybe_finish()
+
+    # ----- one generation per utterance (engines that stream text) -------------------------
+
+    def _feed_stream(self, text: str) -> None:
+        """Stream mode: text to the engine now; the segmenter only decides sentence labels."""
+        if not self._received:
+            text = text.lstrip()  # the engine's text track starts at the first word too
+            if not text:
+                return
+        self._received += text
+        self._segments.extend(self._numbered(self._segmenter.feed(text)))
+        self._progress.segment_submitted_at = time.monotonic()
+        with self._stream_lock:
+            if self._text_stream is not None:
+                self._text_stream.feed(text)
+            else:
+                self._unsent.append(text)
+        if self._job is None and not self._done and any(ch.isalnum() for ch in "".join(self._unsent)):
+            self._job = self._pipeline.scheduler.submit(self._run_text_stream, deadline=self._deadline())
+
+    def _run_text_stream(self) -> None:
+        """Runs on a worker for the whole utterance: open the engine's text stream and label its audio."""
+        request = self.request
+        labels = _SentenceLabels(self._segments, lambda: self._received, self.output_rate)
+        resampler = StreamResampler(self._engine.info.sample_rate, self.output_rate)
+        started = time.monotonic()
+        error: SpeakwireError | None = None
+        try:
+            if request.cancelled.is_set():
+                return
+            self.request = request = self._engine.prepare(request)
+            assert isinstance(self._engine, TextStreamingEngine)
+            stream = self._engine.open_text_stream(request)
+            with self._stream_lock:
+                stream.feed("".join(self._unsent))
+                self._unsent.clear()
+                if self._input_done:
+                    stream.finish()
+                self._text_stream = stream
+            for chunk, text_read in stream.chunks():
+                if request.cancelled.is_set():
+                    return
+                out = resampler.process(chunk.samples)
+                if len(out):
+                    self._post_labelled(labels, labels.spoken_chars(text_read), out)
+            tail = resampler.flush()
+            if len(tail) and not request.cancelled.is_set():
+                self._post_labelled(labels, labels.spoken_chars(len(stream.text)), np.asarray(tail, np.float32))
+        except SpeakwireError as exc:
+            error = exc
+        except Exception as exc:
+            logger.exception("utterance stream failed")
+            error = SpeakwireError(f"synthesis failed: {type(exc).__name__}: {exc}")
+        finally:
+            if not request.cancelled.is_set():
+                if request.extra.get("capped"):
+                    self.usage.capped = True
+                for event in labels.finish(error):
+                    self._post(event)
+                if self._observer.on_segment is not None:
+                    wall, audio_s = time.monotonic() - started, labels.audio_s
+                    self._loop.call_soon_threadsafe(self._observer.on_segment, wall, audio_s)
+            self._loop.call_soon_threadsafe(self._stream_ended)
+
+    def _post_labelled(self, labels: _SentenceLabels, spoken: int, samples: Float32Array) -> None:
+        for event in labels.audio(spoken, samples):
+            self._post(event)
+        self._note_produced(len(samples) / self.output_rate)
+
+    def _stream_ended(self) -> None:
+        if self._done:
+            return
+        self._job = None
+        if self._input_done:
+            self._end(cancelled=False)
+
+
+class _SentenceLabels:
+    """Places the segmenter's sentences on one continuous stream of audio (stream mode).
+
+    The talker reads text ahead of the speech it makes, so a chunk's sentence is chosen by an estimate
+    of the characters already *spoken*: those read, but no more than a brisk reader (``CHAR_S`` per
+    character, ``WIDE_CHAR_S`` per CJK character) gets through in the audio so far. A sentence starts
+    with the first chunk past its first character; a sentence still arriving starts with the text known
+    so far. Sentences the estimate never reached are announced with no audio at the end, so every
+    sentence gets its start and its done.
+    """
+
+    CHAR_S = 0.07
+    WIDE_CHAR_S = 0.25
+
+    def __init__(self, segments: list[Segment], received: Callable[[], str], rate: int) -> None:
+        self._segments = segments  # shared with the event loop, which appends as sentences are decided
+        self._received = received
+        self._rate = rate
+        self._current = -1
+        self._samples = 0
+        self._segment_samples = 0
+
+    @property
+    def audio_s(self) -> float:
+        return self._samples / self._rate
+
+    def spoken_chars(self, text_read: int) -> int:
+        budget = self.audio_s
+        spoken = 0
+        for char in self._received()[:text_read]:
+            budget -= self.WIDE_CHAR_S if is_wide(char) else self.CHAR_S
+            if budget < 0:
+                break
+            spoken += 1
+        return spoken
+
+    def audio(self, spoken: int, samples: Float32Array) -> list[UtteranceEvent]:
+        events: list[UtteranceEvent] = []
+        target = max(self._segment_at(spoken), 0)
+        while self._current < target:
+            events.extend(self._advance())
+        self._samples += len(samples)
+        self._segment_samples += len(samples)
+        events.append(AudioReady(self._current, samples))
+        return events
+
+    def finish(self, error: SpeakwireError | None) -> list[UtteranceEvent]:
+        events: list[UtteranceEvent] = []
+        while self._current < len(self._segments) - 1:
+            events.extend(self._advance())
+        if self._current >= 0:
+            events.append(SegmentFinished(self._current, self._segment_samples / self._rate, error))
+        return events
+
+    def _segment_at(self, spoken: int) -> int:
+        """The sentence holding character ``spoken`` (the one still arriving, past the decided ones)."""
+        offset = 0
+        segments = list(self._segments)
+        for segment in segments:
+            offset += len(segment.text)
+            if spoken < offset:
+                return segment.index
+        return len(segments) if len(self._received()) > offset else max(len(segments) - 1, 0)
+
+    def _advance(self) -> list[UtteranceEvent]:
+        events: list[UtteranceEvent] = []
+        if self._current >= 0:
+            events.append(SegmentFinished(self._current, self._segment_samples / self._rate))
+        self._current += 1
+        self._segment_samples = 0
+        segments = list(self._segments)
+        if self._current < len(segments):
+            text = segments[self._current].text
+        else:
+            text = self._received()[sum(len(segment.text) for segment in segments) :]
+        events.append(SegmentStarted(self._current, text))
+        return events

@@ -101,3 +101,31 @@ class Engine(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class TextStream(Protocol):
+    """One utterance whose text is still arriving (engines with ``EngineInfo.streams_text``)."""
+
+    @property
+    def text(self) -> str:
+        """The text received so far."""
+        ...
+
+    def feed(self, text: str) -> None: ...
+
+    def finish(self) -> None: ...
+
+    def cancel(self) -> None: ...
+
+    def chunks(self) -> Iterator[tuple[AudioChunk, int]]:
+        """Audio as it is made, each with the characters of the text the model had read by then."""
+        ...
+
+
+@runtime_checkable
+class TextStreamingEngine(Engine, Protocol):
+    """An engine that takes an utterance's text while generating it: one generation per utterance."""
+
+    def open_text_stream(self, request: SynthesisRequest) -> TextStream:
+        """Start an utterance for a validated, prepared ``request``; feed it text, then ``finish``."""
+        ...

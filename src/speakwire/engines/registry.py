@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import os
 
-from speakwire.engines.base import Engine
+from speakwire.engines.base import Engine, EngineInfo
 from speakwire.settings import Settings
 
 ENGINE_NAMES = ("piper", "qwen3")
 
 
-def default_worker_count(settings: Settings) -> int:
-    """One worker per core for CPU engines; one for Qwen3 (its generation is serialised by a lock)."""
+def default_worker_count(settings: Settings, info: EngineInfo | None = None) -> int:
+    """One worker per core for CPU engines; one per concurrent utterance for batched engines (Qwen3).
+
+    A batched engine's utterances all advance in its own generation loop; a worker only waits for its
+    utterance's frames and decodes them, so it needs one per utterance the engine can hold.
+    """
     if settings.workers > 0:
         return settings.workers
-    if settings.engine == "qwen3":
-        return 1
+    if info is not None and info.max_concurrent:
+        return info.max_concurrent
     return max(1, os.cpu_count() or 1)
 
 

@@ -49,11 +49,18 @@ class ServerState:
             if engine is None:
                 engine = await asyncio.to_thread(load_engine, self.settings)
             self.engine = engine
-            scheduler = Scheduler(default_worker_count(self.settings))
+            scheduler = Scheduler(default_worker_count(self.settings, engine.info))
             self.metrics = SpeechMetrics(engine.info.name)
             scheduler.queue_wait_observer = self.metrics.queue_wait.labels(engine=engine.info.name).observe
+            max_streams = self.settings.max_streams
+            if engine.info.max_concurrent and engine.info.max_concurrent < max_streams:
+                logger.info(
+                    "admission: %d concurrent streams (the engine's capacity; --max-streams %d)",
+                    engine.info.max_concurrent, max_streams,
+                )  # fmt: skip
+                max_streams = engine.info.max_concurrent
             self.pipeline = SynthesisPipeline(
-                engine, scheduler, max_streams=self.settings.max_streams, max_queue=self.settings.max_queue
+                engine, scheduler, max_streams=max_streams, max_queue=self.settings.max_queue
             )
             if self.settings.warmup:
                 await asyncio.to_thread(self._warm_up, engine)

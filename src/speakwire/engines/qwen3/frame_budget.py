@@ -20,28 +20,13 @@ from __future__ import annotations
 
 import math
 
+from speakwire.text.widths import is_wide
+
 FRAMES_PER_SECOND = 12.5
 MAX_FRAMES = 2048
 BASE_SECONDS = 2.0
 WIDE_CHAR_SECONDS = 0.5
 OTHER_CHAR_SECONDS = 0.15
-
-_WIDE_RANGES = (
-    (0x1100, 0x11FF),  # Hangul Jamo
-    (0x3040, 0x30FF),  # Hiragana, Katakana
-    (0x3400, 0x4DBF),  # CJK Extension A
-    (0x4E00, 0x9FFF),  # CJK Unified Ideographs
-    (0xAC00, 0xD7AF),  # Hangul syllables
-    (0xF900, 0xFAFF),  # CJK Compatibility Ideographs
-    (0x20000, 0x2FA1F),  # CJK Extensions B–F, Compatibility Supplement
-)
-
-
-def is_wide(char: str) -> bool:
-    """Whether ``char`` is a CJK ideograph, kana or hangul (one spoken syllable or more each)."""
-    code = ord(char)
-    return any(low <= code <= high for low, high in _WIDE_RANGES)
-
 
 def frame_budget(text: str, max_new_tokens: int | None = None) -> int:
     """The most frames ``text`` may produce; see the module docstring for the formula."""
