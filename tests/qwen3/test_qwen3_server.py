@@ -174,3 +174,61 @@ def test_ready_only_after_warm_up(tiny_checkpoints: dict[str, Path], base_engine
         assert httpx.get(f"{live.url}/ready").json()["status"] == "ready"
     finally:
         live.stop()
+
+
+async def _speak_over_ws(server: LiveServer, pieces: list[str], *, wait_for_audio_after: int | None = None) -> Any:
+    """Send ``pieces`` as input.text; optionally wait for audio after the first ``wait_for_audio_after``."""
+    config = {"type": "session.config", "voice": "ryan", "language": "English", "response_format": "pcm",
+              "stream_audio": True, "seed": 5, "max_new_tokens": 40}  # fmt: skip
+    pcm, events, audio_before_done = b"", [], False
+    async with connect(f"ws://127.0.0.1:{server.settings.port}/v1/audio/speech/stream") as ws:
+        await ws.send(json.dumps(config))
+        for i, piece in enumerate(pieces):
+            await ws.send(json.dumps({"type": "input.text", "text": piece}))
+            if i + 1 == wait_for_audio_after:
+                while not audio_before_done:
+                    message = await ws.recv()
+                    if isinstance(message, bytes):
+                        pcm += message
+                        audio_before_done = True
+                    else:
+                        events.append(json.loads(message))
+        await ws.send(json.dumps({"type": "input.done"}))
+        while not events or events[-1]["type"] != "session.done":
+            message = await ws.recv()
+            if isinstance(message, bytes):
+                pcm += message
+            else:
+                events.append(json.loads(message))
+    return pcm, events, audio_before_done
+
+
+async def test_text_sent_word_by_word_over_the_websocket_gives_the_pcm_of_text_sent_at_once(
+    custom_server: LiveServer,
+) -> None:
+    text = "hello world, this is a tiny test. this is a tiny test, hello world."
+    words = [w + " " for w in text.split(" ")[:-1]] + [text.split(" ")[-1]]
+    whole, whole_events, _ = await _speak_over_ws(custom_server, [text])
+    by_word, events, early = await _speak_over_ws(custom_server, words, wait_for_audio_after=4)
+    assert early  # audio came while most of the text was still unsent
+    assert len(whole) > 0 and by_word == whole
+    for got in (whole_events, events):
+        starts = [e for e in got if e["type"] == "audio.start"]
+        dones = [e for e in got if e["type"] == "audio.done"]
+        assert [e["sentence_index"] for e in starts] == [e["sentence_index"] for e in dones] == [0, 1]
+        assert got[-1]["total_sentences"] == 2 and not [e for e in got if e["type"] == "error"]
+    assert sum(e["total_bytes"] for e in events if e["type"] == "audio.done") == len(by_word)
+
+
+def test_admission_follows_the_engines_kv_slots(tiny_checkpoints: dict[str, Path]) -> None:
+    from speakwire.engines.qwen3 import load_qwen3_engine
+
+    engine = load_qwen3_engine(str(tiny_checkpoints["custom_voice"]), max_batch=2)
+    live = start_server(Settings(engine="qwen3", model=str(tiny_checkpoints["custom_voice"])), engine=engine)
+    try:
+        assert engine.info.max_concurrent == 2
+        assert live.state.pipeline is not None and live.state.pipeline.max_streams == 2
+        assert live.state.pipeline.scheduler.workers == 2
+    finally:
+        live.stop()
+        engine.close()

@@ -196,11 +196,14 @@ class Qwen3Engine:
 
         ``request`` must be validated and prepared. Its frame budget follows the text received so far.
         """
-        row = self.loop.submit(
+        return Qwen3TextStream(self, self.open_row(request), request)
+
+    def open_row(self, request: SynthesisRequest) -> Row:
+        """The request as a row of the generation loop: codec frames out, no decoding (tests, benchmarks)."""
+        return self.loop.submit(
             self._voice(request), self._sampling(request), seed=int(request.seed or 0),
             max_new_tokens=request.max_new_tokens,
         )  # fmt: skip
-        return Qwen3TextStream(self, row, request)
 
     def synthesize_full(self, text: str, request: SynthesisRequest) -> AudioChunk:
         """The whole segment from the package's own ``generate_*`` (non-streaming; tests and benchmarks).
