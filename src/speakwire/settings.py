@@ -29,12 +29,14 @@ class Settings:
     device: str | None = None
     dtype: str | None = None
     gpu_memory_utilization: float | None = None
+    max_batch: int | None = None
+    """Qwen3: most utterances generating at once (KV slots); None = what the memory budget allows, ≤ 64."""
     api_key: str | None = None
     insecure: bool = False
     """Allow binding a non-loopback host without an API key."""
     max_input_chars: int = 10_000
     workers: int = 0
-    """Engine worker threads; 0 = one per core for CPU engines, one for GPU engines."""
+    """Engine worker threads; 0 = one per core for CPU engines, one per KV slot for batched engines (Qwen3)."""
     max_streams: int = 64
     """Admission control: concurrent utterances accepted before new ones get 429/1013."""
     max_queue: int = 64
@@ -61,7 +63,7 @@ class Settings:
             "API_KEY": ("api_key", str), "MAX_INPUT_CHARS": ("max_input_chars", int), "WORKERS": ("workers", int),
             "MAX_STREAMS": ("max_streams", int), "MAX_QUEUE": ("max_queue", int), "DATA_DIR": ("data_dir", str),
             "DEVICE": ("device", str), "DTYPE": ("dtype", str), "LOG_LEVEL": ("log_level", str),
-            "WS_IDLE_TIMEOUT": ("ws_idle_timeout_s", float),
+            "WS_IDLE_TIMEOUT": ("ws_idle_timeout_s", float), "MAX_BATCH": ("max_batch", int),
         }  # fmt: skip
         for env_name, (attr, kind) in env_map.items():
             raw = environ.get(f"SPEAKWIRE_{env_name}")

@@ -39,5 +39,6 @@ def load_engine(settings: Settings) -> Engine:
             device=settings.device,
             dtype=settings.dtype,
             gpu_memory_utilization=settings.gpu_memory_utilization,
+            max_batch=settings.max_batch,
         )
     raise ValueError(f"unknown engine '{settings.engine}'; choose one of {', '.join(ENGINE_NAMES)}")

@@ -72,6 +72,10 @@ def sample_rows(
 ) -> Any:
     """Next token per row: a (B,) long tensor on the logits' device.
 
+    Everything is batched except each sampling row's random draw. ``torch.multinomial`` draws one
+    sample as ``argmax(probs / q)`` with ``q ~ Exp(1)`` drawn from the generator; doing exactly that, with
+    each row's ``q`` drawn from its own generator, gives the same token multinomial would.
+
     Args:
         logits: (B, V) float32 scores of the last position.
         settings, generators: one per row.
@@ -97,24 +101,36 @@ def sample_rows(
     sampled = [i for i, s in enumerate(settings) if s.do_sample]
     if not sampled:
         return tokens
-    for i in sampled:
-        probs = torch.softmax(_warp(torch, scores[i : i + 1], settings[i]), dim=-1)
-        tokens[i] = torch.multinomial(probs, num_samples=1, generator=generators[i])[0, 0]
+    every = len(sampled) == len(settings)
+    rows = None if every else torch.tensor(sampled, device=scores.device)
+    subset = scores if rows is None else scores.index_select(0, rows)
+    probs = torch.softmax(_warp(torch, subset, [settings[i] for i in sampled]), dim=-1)
+    noise = torch.empty_like(probs)
+    for j, i in enumerate(sampled):
+        noise[j].exponential_(1, generator=generators[i])
+    picks = torch.argmax(probs / noise, dim=-1)
+    if rows is None:
+        return picks
+    tokens[rows] = picks
     return tokens
 
 
-def _warp(torch: Any, scores: Any, s: Sampling) -> Any:
-    """Temperature, top-k, top-p on one row (1, V), exactly as the HF warpers do it."""
-    if s.temperature != 1.0:
-        scores = scores / s.temperature
-    if s.top_k:
-        k = min(s.top_k, scores.size(-1))
-        kth = torch.topk(scores, k)[0][..., -1, None]
+def _warp(torch: Any, scores: Any, settings: list[Sampling]) -> Any:
+    """Temperature, top-k, top-p per row (B, V), with the HF warpers' arithmetic and tie rules."""
+    device, dtype, vocab = scores.device, scores.dtype, scores.shape[-1]
+    if any(s.temperature != 1.0 for s in settings):
+        temperature = torch.tensor([s.temperature for s in settings], device=device, dtype=dtype)
+        scores = scores / temperature.unsqueeze(1)
+    if any(s.top_k for s in settings):
+        ks = [min(s.top_k, vocab) if s.top_k else vocab for s in settings]
+        ordered = torch.sort(scores, dim=-1, descending=True).values
+        kth = ordered.gather(1, torch.tensor(ks, device=device).sub(1).unsqueeze(1))
         scores = scores.masked_fill(scores < kth, float("-inf"))
-    if s.top_p < 1.0:
+    if any(s.top_p < 1.0 for s in settings):
         ordered, order = torch.sort(scores, descending=False)
         cumulative = ordered.softmax(dim=-1).cumsum(dim=-1)
-        remove = cumulative <= (1 - s.top_p)
+        floor = torch.tensor([1 - s.top_p if s.top_p < 1.0 else -1.0 for s in settings], device=device, dtype=dtype)
+        remove = cumulative <= floor.unsqueeze(1)
         remove[..., -1:] = False
         scores = scores.masked_fill(remove.scatter(1, order, remove), float("-inf"))
     return scores

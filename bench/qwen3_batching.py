@@ -1,0 +1,202 @@
+"""Qwen3 batching on CPU: the generation loop against the package's generate, at 1, 4, 16 and 32 streams.
+
+Three ways to serve N concurrent utterances of the same checkpoint, each exactly ``--frames`` frames
+(EOS is steered off, so every run does the same work):
+
+* **loop (codes)**: N rows of our generation loop, frames only — the talker's throughput;
+* **loop (audio)**: N ``Qwen3Engine.synthesize`` streams on N threads — rows plus each stream's
+  incremental code2wav decode, the way the server runs them; time to first audio per stream;
+* **package**: N threads calling the package's ``generate_*`` (``synthesize_full``) — the previous
+  engine's model path, one utterance at a time under its lock; its first audio is its whole result.
+
+Reported per level: aggregate frames/s and audio-seconds per second (real-time multiple), first-audio
+p50/p95, the loop's mean batch and host time per step, and the ratios loop/package. Results go to
+``--out`` as JSON and markdown.
+
+    python bench/qwen3_batching.py --threads 1 --out bench/results/qwen3-cpu-batching
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+TESTS = Path(__file__).resolve().parent.parent / "tests" / "qwen3"
+TEXT = "hello world, this is a tiny test of streaming speech for many listeners at once."
+FRAME_S = 0.08
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levels", default="1,4,16,32")
+    parser.add_argument("--frames", type=int, default=60, help="frames per utterance (EOS steered off)")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--package-levels", default="1,4,16", help="levels to run the (slow, serial) package at")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/qwen3-cpu-batching"))
+    args = parser.parse_args()
+
+    import logging
+
+    import torch
+
+    logging.getLogger("speakwire").setLevel(logging.ERROR)  # every utterance here is capped on purpose
+    torch.set_num_threads(args.threads)
+    sys.path.insert(0, str(TESTS))  # the tiny checkpoint builder and EOS steering live with the tests
+    from qwen3_testing import steer_eos
+    from tiny_checkpoint import build_tiny_checkpoints
+
+    from speakwire.engines.qwen3 import load_qwen3_engine
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_tiny_checkpoints(Path(tmp))["custom_voice"]
+        engine = load_qwen3_engine(str(path), max_batch=max(int(n) for n in args.levels.split(",")))
+    levels = [int(n) for n in args.levels.split(",")]
+    package_levels = {int(n) for n in args.package_levels.split(",") if n}
+    rows = []
+    with steer_eos(engine, after=None):
+        _codes(engine, 1, 5)  # warm-up
+        for n in levels:
+            row: dict[str, Any] = {"streams": n, "loop_codes": _codes(engine, n, args.frames)}
+            row["loop_audio"] = _audio(engine, n, args.frames, full=False)
+            if n in package_levels:
+                row["package"] = _audio(engine, n, args.frames, full=True)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    engine.close()
+
+    result = {
+        "machine": {"platform": platform.platform(), "processor": platform.processor(), "torch": torch.__version__,
+                    "threads": args.threads, "cpus": _cpus()},
+        "model": "tiny random Qwen3-TTS CustomVoice (tests/qwen3/tiny_checkpoint.py)",
+        "frames_per_utterance": args.frames,
+        "levels": rows,
+    }  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / "results.md").write_text(_markdown(result))
+    print(_markdown(result))
+
+
+def _request(engine: Any, seed: int, frames: int) -> Any:
+    from speakwire.engines.base import SynthesisRequest
+
+    request = SynthesisRequest(voice="ryan", language="english", seed=seed, max_new_tokens=frames)
+    return engine.prepare(engine.validate(request))
+
+
+def _codes(engine: Any, streams: int, frames: int) -> dict[str, float]:
+    """N rows at once through the loop, frames only."""
+    from speakwire.engines.qwen3.generation_loop import LoopStats, RowEnd
+
+    loop = engine.loop
+    loop.stats = LoopStats()
+    started = time.perf_counter()
+    rows = [engine.open_row(_request(engine, seed, frames)) for seed in range(streams)]
+    for row in rows:
+        row.feed(TEXT)
+        row.finish()
+    made = 0
+    for row in rows:
+        while not isinstance(row.events.get(), RowEnd):
+            made += 1
+    wall = time.perf_counter() - started
+    stats = loop.stats.snapshot()
+    return {
+        "frames_per_s": made / wall,
+        "x_real_time": made * FRAME_S / wall,
+        "mean_batch": stats["mean_batch"],
+        "host_ms_per_step": stats["mean_step_ms"],
+        "host_ms_per_row_frame": stats["mean_step_ms"] / max(stats["mean_batch"], 1e-9),
+        "wall_s": wall,
+    }
+
+
+def _audio(engine: Any, streams: int, frames: int, *, full: bool) -> dict[str, float]:
+    """N concurrent utterances to audio: our streams (full=False) or the package's generate (full=True)."""
+    first: list[float] = []
+    audio_s: list[float] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(streams)
+
+    def one(seed: int) -> None:
+        request = _request(engine, seed, frames)
+        barrier.wait()
+        started = time.perf_counter()
+        if full:
+            samples = len(engine.synthesize_full(TEXT, request).samples)
+            ttfa = time.perf_counter() - started
+        else:
+            samples, ttfa = 0, None
+            for chunk in engine.synthesize(TEXT, request):
+                if ttfa is None:
+                    ttfa = time.perf_counter() - started
+                samples += len(chunk.samples)
+        with lock:
+            first.append(float(ttfa or 0.0))
+            audio_s.append(samples / 24_000)
+
+    threads = [threading.Thread(target=one, args=(seed,)) for seed in range(streams)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    ordered = sorted(first)
+    return {
+        "x_real_time": sum(audio_s) / wall,
+        "first_audio_p50_ms": 1000 * statistics.median(ordered),
+        "first_audio_p95_ms": 1000 * ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+        "wall_s": wall,
+    }
+
+
+def _markdown(result: dict[str, Any]) -> str:
+    machine = result["machine"]
+    lines = [
+        "# Qwen3 batching on CPU: generation loop vs the package's generate",
+        "",
+        f"{result['model']}; {result['frames_per_utterance']} frames per utterance (EOS steered off); "
+        f"torch {machine['torch']}, {machine['threads']} intra-op thread(s), {machine['cpus']} CPUs; {machine['platform']}.",
+        "",
+        "| streams | loop codes: frames/s | ×RT | mean batch | host ms/step | ms per row-frame | loop audio: ×RT "
+        "| first audio p50/p95 ms | package: ×RT | package first audio p50/p95 ms | loop/package ×RT |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in result["levels"]:
+        codes, audio, package = row["loop_codes"], row["loop_audio"], row.get("package")
+        pkg = (
+            f"{package['x_real_time']:.2f} | {package['first_audio_p50_ms']:.0f} / {package['first_audio_p95_ms']:.0f} | "
+            f"{audio['x_real_time'] / package['x_real_time']:.1f}"
+            if package
+            else "— | — | —"
+        )
+        lines.append(
+            f"| {row['streams']} | {codes['frames_per_s']:.0f} | {codes['x_real_time']:.2f} | {codes['mean_batch']:.1f} "
+            f"| {codes['host_ms_per_step']:.1f} | {codes['host_ms_per_row_frame']:.2f} | {audio['x_real_time']:.2f} "
+            f"| {audio['first_audio_p50_ms']:.0f} / {audio['first_audio_p95_ms']:.0f} | {pkg} |"
+        )
+    one = result["levels"][0]["loop_codes"]
+    for row in result["levels"][1:]:
+        cost = row["loop_codes"]["host_ms_per_step"] / one["host_ms_per_step"]
+        lines.append("")
+        lines.append(f"- {row['streams']} streams: one step costs {cost:.1f}× a one-stream step ({row['streams']}× the work).")
+    return "\n".join(lines) + "\n"
+
+
+def _cpus() -> int:
+    import os
+
+    return os.cpu_count() or 1
+
+
+if __name__ == "__main__":
+    main()
