@@ -165,7 +165,8 @@ def _markdown(result: dict[str, Any]) -> str:
         "# Qwen3 batching on CPU: generation loop vs the package's generate",
         "",
         f"{result['model']}; {result['frames_per_utterance']} frames per utterance (EOS steered off); "
-        f"torch {machine['torch']}, {machine['threads']} intra-op thread(s), {machine['cpus']} CPUs; {machine['platform']}.",
+        f"torch {machine['torch']}, {machine['threads']} intra-op thread(s), {machine['cpus']} CPUs; "
+        f"{machine['platform']}.",
         "",
         "| streams | loop codes: frames/s | ×RT | mean batch | host ms/step | ms per row-frame | loop audio: ×RT "
         "| first audio p50/p95 ms | package: ×RT | package first audio p50/p95 ms | loop/package ×RT |",
@@ -173,22 +174,31 @@ def _markdown(result: dict[str, Any]) -> str:
     ]
     for row in result["levels"]:
         codes, audio, package = row["loop_codes"], row["loop_audio"], row.get("package")
-        pkg = (
-            f"{package['x_real_time']:.2f} | {package['first_audio_p50_ms']:.0f} / {package['first_audio_p95_ms']:.0f} | "
-            f"{audio['x_real_time'] / package['x_real_time']:.1f}"
-            if package
-            else "— | — | —"
-        )
-        lines.append(
-            f"| {row['streams']} | {codes['frames_per_s']:.0f} | {codes['x_real_time']:.2f} | {codes['mean_batch']:.1f} "
-            f"| {codes['host_ms_per_step']:.1f} | {codes['host_ms_per_row_frame']:.2f} | {audio['x_real_time']:.2f} "
-            f"| {audio['first_audio_p50_ms']:.0f} / {audio['first_audio_p95_ms']:.0f} | {pkg} |"
-        )
+        cells = [
+            str(row["streams"]),
+            f"{codes['frames_per_s']:.0f}",
+            f"{codes['x_real_time']:.2f}",
+            f"{codes['mean_batch']:.1f}",
+            f"{codes['host_ms_per_step']:.1f}",
+            f"{codes['host_ms_per_row_frame']:.2f}",
+            f"{audio['x_real_time']:.2f}",
+            f"{audio['first_audio_p50_ms']:.0f} / {audio['first_audio_p95_ms']:.0f}",
+        ]
+        if package:
+            cells += [
+                f"{package['x_real_time']:.2f}",
+                f"{package['first_audio_p50_ms']:.0f} / {package['first_audio_p95_ms']:.0f}",
+                f"{audio['x_real_time'] / package['x_real_time']:.1f}",
+            ]
+        else:
+            cells += ["—", "—", "—"]
+        lines.append("| " + " | ".join(cells) + " |")
     one = result["levels"][0]["loop_codes"]
+    lines.append("")
     for row in result["levels"][1:]:
         cost = row["loop_codes"]["host_ms_per_step"] / one["host_ms_per_step"]
-        lines.append("")
-        lines.append(f"- {row['streams']} streams: one step costs {cost:.1f}× a one-stream step ({row['streams']}× the work).")
+        n = row["streams"]
+        lines.append(f"- {n} streams: one loop step costs {cost:.1f}× a one-stream step, for {n}× the frames.")
     return "\n".join(lines) + "\n"
 
 
