@@ -1,0 +1,304 @@
+"""Qwen3-TTS on a GPU: the real 0.6B- and 1.7B-Base architectures with random weights, as the server runs them.
+
+For each model: build a random-weight checkpoint from the published configs (``bench/gpu/random_checkpoint``),
+load it with ``load_qwen3_engine`` (bf16 on CUDA), then measure
+
+* **equality**: greedy codes of the generation loop against the package's ``generate`` for the same request
+  (frames equal before the first difference), the streamed waveform against the package's audio, and the
+  bf16 streamed decode (our chunk schedule) against one full decode of the same codes;
+* **concurrency**: N streams started at once (1, 4, 16, 32, 64) and 16 streams started over two seconds,
+  each a voice-cloning (ICL) utterance of ``--frames`` frames with EOS steered off: time to first audio
+  p50/p95, real-time factor per stream, aggregate audio seconds per second, underruns against real-time
+  playback from each stream's first chunk, the loop's mean batch and step time, and peak GPU memory.
+
+Results go to ``--out`` (JSON and markdown) after every measurement, so a run cut short still reports.
+CUDA graphs are not implemented yet: every figure is eager.
+
+    bash bench/gpu/fetch_wheels.sh                   # on the dev machine: the wheels the GPU image lacks
+    # then, on the GPU machine (device tool: carry [".whl"]):
+    bash bench/gpu/run.sh                            # = python3 bench/qwen3_gpu.py --out $OUT
+    python bench/qwen3_gpu.py --device cpu --models 0.6B-Base --levels 1,2 --frames 8   # a smoke run on CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench" / "gpu"))
+sys.path.insert(0, str(ROOT / "tests" / "qwen3"))
+TEXT = (
+    "Good morning, and thank you for calling. Your order left our warehouse this morning and should reach you "
+    "on Thursday; I have sent the tracking link to your email. Is there anything else I can help you with today?"
+)
+FRAME_S = 0.08
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="0.6B-Base,1.7B-Base")
+    parser.add_argument("--levels", default="1,4,16,32,64")
+    parser.add_argument("--frames", type=int, default=125, help="frames per utterance (10 s of audio)")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--budget-s", type=float, default=480, help="start no new measurement after this")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/qwen3-gpu"))
+    args = parser.parse_args()
+
+    import torch
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("speakwire.engines.qwen3.engine").setLevel(logging.ERROR)  # capped on purpose
+    started = time.monotonic()
+    result: dict[str, Any] = {"machine": _machine(torch, args.device), "frames": args.frames, "models": {}}
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in args.models.split(","):
+        if time.monotonic() - started > args.budget_s:
+            break
+        report: dict[str, Any] = {}
+        result["models"][name] = report
+        try:
+            _run_model(torch, name, args, report, lambda: _write(args.out, result), started)
+        except Exception as exc:  # report what broke and go on to the next model
+            logging.exception("model %s failed", name)
+            report["error"] = f"{type(exc).__name__}: {exc}"
+        _write(args.out, result)
+    print(_markdown(result))
+
+
+def _run_model(torch: Any, name: str, args: Any, report: dict[str, Any], save: Any, started: float) -> None:
+    from random_checkpoint import build_random_checkpoint
+
+    from speakwire.engines.qwen3 import load_qwen3_engine
+
+    dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        path = build_random_checkpoint(Path(tmp), name, device=args.device, dtype=dtype)
+        report["build_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        engine = load_qwen3_engine(str(path), device=args.device)
+        report["load_s"] = time.perf_counter() - t0
+    report["memory_plan"] = engine.memory.describe()
+    report["slots"] = engine.memory.slots
+    report["weights_gib"] = engine.memory.weights / 2**30
+    try:
+        t0 = time.perf_counter()
+        list(engine.synthesize("Hello.", _request(engine, 0, 10)))
+        report["warm_up_s"] = time.perf_counter() - t0
+        report["equality"] = _equality(torch, engine)
+        save()
+        levels = [int(n) for n in args.levels.split(",")]
+        report["levels"] = []
+        for n in [*levels, "16-staggered"]:
+            if time.monotonic() - started > args.budget_s:
+                report["stopped"] = "time budget"
+                break
+            streams = 16 if n == "16-staggered" else int(n)
+            if streams > engine.memory.slots:
+                continue
+            stagger = 2.0 if n == "16-staggered" else 0.0
+            level = _level(torch, engine, streams, args.frames, stagger_s=stagger)
+            level["label"] = str(n)
+            report["levels"].append(level)
+            logging.info("%s %s: %s", name, n, json.dumps(level))
+            save()
+    finally:
+        engine.close()
+        if args.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+
+
+def _request(engine: Any, seed: int, frames: int, *, greedy: bool = False) -> Any:
+    from qwen3_testing import noise_clip
+
+    from speakwire.engines.base import SynthesisRequest
+
+    request = SynthesisRequest(
+        ref_audio=noise_clip(3.0, seed=1), ref_text="This is how I sound when I talk.", seed=seed,
+        max_new_tokens=frames, language="English",
+    )  # fmt: skip
+    if greedy:
+        request.extra["greedy"] = True
+    return engine.prepare(engine.validate(request))
+
+
+def _equality(torch: Any, engine: Any) -> dict[str, Any]:
+    import numpy as np
+    from qwen3_testing import steer_eos
+
+    from speakwire.engines.qwen3.generation_loop import RowEnd
+    from speakwire.engines.qwen3.stream_decoder import StreamDecoder
+
+    out: dict[str, Any] = {}
+    frames = 60
+    request = _request(engine, 3, frames, greedy=True)
+    with steer_eos(engine, after=None):
+        row = engine.open_row(request)
+        row.feed(TEXT)
+        row.finish()
+        ours = []
+        while not isinstance(event := row.events.get(timeout=120), RowEnd):
+            ours.append(event.codes)
+        recorded: list[Any] = []
+        tokenizer = engine.tts_model.model.speech_tokenizer
+        inner = tokenizer.decode
+        tokenizer.decode = lambda items: (recorded.append(items[0]["audio_codes"]), inner(items))[1]
+        try:
+            engine._generate(TEXT, request, max_new_tokens=frames + 1)
+        finally:
+            tokenizer.decode = inner
+    theirs = recorded[0][int(engine._history(request).shape[0]) :]
+    n = min(len(ours), len(theirs))
+    a, b = torch.stack(ours).cpu()[:n], theirs.cpu()[:n]
+    same = int((a == b).all(dim=1).long().cumprod(0).sum())
+    out["greedy_codes_equal_frames"] = f"{same} of {min(len(a), len(b))}"
+
+    with steer_eos(engine, after=40):
+        streamed = np.concatenate([c.samples for c in engine.synthesize(TEXT, _request(engine, 3, 40, greedy=True))])
+        full = engine.synthesize_full(TEXT, _request(engine, 3, 40, greedy=True)).samples
+    n = min(len(streamed), len(full))
+    out["greedy_audio_max_abs_diff"] = float(np.abs(streamed[:n] - full[:n]).max()) if n else None
+    out["greedy_audio_lengths"] = [len(streamed), len(full)]
+
+    decoder = engine.tts_model.model.speech_tokenizer.model.decoder
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    codes = torch.randint(0, int(decoder.config.codebook_size), (100, 16), generator=generator).to(decoder.device)
+    stream = StreamDecoder(decoder)
+    pieces, at = [], 0
+    for size in (2, 4, 8, 16, 25, 25, 20):
+        pieces.append(stream.decode(codes[at : at + size]))
+        at += size
+    with torch.inference_mode():
+        whole = decoder(codes.T.unsqueeze(0))[0, 0].float().cpu().numpy()
+    chunked = np.concatenate(pieces)
+    out["bf16_stream_decode_max_abs_diff"] = float(np.abs(chunked - whole[: len(chunked)]).max())
+    out["decode_dtype"] = str(next(decoder.parameters()).dtype)
+    return out
+
+
+def _level(torch: Any, engine: Any, streams: int, frames: int, *, stagger_s: float) -> dict[str, Any]:
+    from qwen3_testing import steer_eos
+
+    from speakwire.engines.qwen3.generation_loop import LoopStats
+
+    requests = [_request(engine, seed, frames) for seed in range(streams)]
+    results: list[dict[str, float]] = [{} for _ in range(streams)]
+    barrier = threading.Barrier(streams + 1)
+
+    def one(i: int) -> None:
+        barrier.wait()
+        time.sleep(stagger_s * i / max(streams - 1, 1))
+        begin = time.perf_counter()
+        arrivals = []
+        audio = 0.0
+        for chunk in engine.synthesize(TEXT, requests[i]):
+            seconds = len(chunk.samples) / chunk.sample_rate
+            arrivals.append((time.perf_counter() - begin, seconds))
+            audio += seconds
+        wall = time.perf_counter() - begin
+        results[i] = {"ttfa": arrivals[0][0], "audio": audio, "wall": wall, "underruns": _underruns(arrivals)}
+
+    if engine.info.extra.get("device", "").startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    engine.loop.stats = LoopStats()
+    with steer_eos(engine, after=None):
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(streams)]
+        for thread in threads:
+            thread.start()
+        barrier.wait()
+        begin = time.perf_counter()
+        for thread in threads:
+            thread.join()
+        wall = time.perf_counter() - begin
+    ttfa = sorted(r["ttfa"] for r in results)
+    stats = engine.loop.stats.snapshot()
+    level = {
+        "streams": streams,
+        "stagger_s": stagger_s,
+        "ttfa_p50_ms": 1000 * statistics.median(ttfa),
+        "ttfa_p95_ms": 1000 * ttfa[min(len(ttfa) - 1, round(0.95 * (len(ttfa) - 1)))],
+        "rtf_mean": statistics.mean(r["wall"] / r["audio"] for r in results),
+        "aggregate_x_real_time": sum(r["audio"] for r in results) / wall,
+        "underruns_total": sum(r["underruns"] for r in results),
+        "streams_with_underruns": sum(1 for r in results if r["underruns"]),
+        "loop_mean_batch": stats["mean_batch"],
+        "loop_step_ms": stats["mean_step_ms"],
+        "loop_prefill_ms": stats["mean_prefill_ms"],
+    }
+    if engine.info.extra.get("device", "").startswith("cuda"):
+        level["gpu_peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return level
+
+
+def _underruns(arrivals: list[tuple[float, float]]) -> int:
+    """Times playback (real time, from the first chunk) ran dry before the next chunk came."""
+    count = 0
+    playhead: float | None = None
+    for at, seconds in arrivals:
+        if playhead is None:
+            playhead = at
+        elif at > playhead:
+            count += 1
+            playhead = at
+        playhead += seconds
+    return count
+
+
+def _machine(torch: Any, device: str) -> dict[str, Any]:
+    machine: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
+                               "torch": torch.__version__, "device": device}  # fmt: skip
+    if device.startswith("cuda") and torch.cuda.is_available():
+        machine["gpu"] = torch.cuda.get_device_name(0)
+        machine["gpu_memory_gib"] = torch.cuda.get_device_properties(0).total_memory / 2**30
+    return machine
+
+
+def _write(out: Path, result: dict[str, Any]) -> None:
+    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / "results.md").write_text(_markdown(result))
+
+
+def _markdown(result: dict[str, Any]) -> str:
+    m = result["machine"]
+    lines = [
+        "# Qwen3-TTS on a GPU (random weights, published architectures)",
+        "",
+        f"{m.get('gpu', m['device'])}, torch {m['torch']}, Python {m['python']}; {result['frames']} frames "
+        f"({result['frames'] * FRAME_S:g} s) per utterance, ICL voice cloning, EOS steered off; "
+        "eager (no CUDA graphs).",
+    ]
+    for name, report in result["models"].items():
+        lines += ["", f"## {name}", ""]
+        for key in ("error", "memory_plan", "build_s", "load_s", "warm_up_s", "equality", "stopped"):
+            if key in report:
+                lines.append(f"- {key}: {report[key]}")
+        if report.get("levels"):
+            lines += [
+                "",
+                "| streams | first audio p50 / p95 ms | RTF | aggregate ×RT | underruns (streams) | mean batch "
+                "| step ms | GPU peak GiB |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|",
+            ]
+            for level in report["levels"]:
+                lines.append(
+                    f"| {level['label']} | {level['ttfa_p50_ms']:.0f} / {level['ttfa_p95_ms']:.0f} "
+                    f"| {level['rtf_mean']:.3f} | {level['aggregate_x_real_time']:.1f} "
+                    f"| {level['underruns_total']} ({level['streams_with_underruns']}) "
+                    f"| {level['loop_mean_batch']:.1f} | {level['loop_step_ms']:.1f} "
+                    f"| {level.get('gpu_peak_gib', 0):.1f} |"
+                )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
