@@ -34,6 +34,8 @@ class ServerState:
     load_error: str | None = None
     started_at: float = field(default_factory=time.monotonic)
     _load_task: asyncio.Task[None] | None = None
+    _owns_engine: bool = False
+    """The server loaded the engine itself (and closes it); an engine handed in belongs to the caller."""
 
     # ----- lifetime ---------------------------------------------------------------------
 
@@ -48,6 +50,7 @@ class ServerState:
         try:
             if engine is None:
                 engine = await asyncio.to_thread(load_engine, self.settings)
+                self._owns_engine = True
             self.engine = engine
             scheduler = Scheduler(default_worker_count(self.settings, engine.info))
             self.metrics = SpeechMetrics(engine.info.name)
@@ -94,7 +97,7 @@ class ServerState:
             self._load_task.cancel()
         if self.pipeline is not None:
             await asyncio.to_thread(self.pipeline.scheduler.close)
-        if self.engine is not None:
+        if self.engine is not None and self._owns_engine:
             self.engine.close()
         if self.voices is not None:
             await self.voices.close()

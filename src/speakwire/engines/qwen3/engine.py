@@ -27,7 +27,6 @@ import gc
 import itertools
 import logging
 import os
-import queue
 import secrets
 import threading
 import time
@@ -48,15 +47,14 @@ from speakwire.engines.qwen3.device import (
 )
 from speakwire.engines.qwen3.frame_budget import frame_budget
 from speakwire.engines.qwen3.frame_tap import FrameTap, GenerationSession, GenerationStopped
-from speakwire.engines.qwen3.generation_loop import GenerationLoop, Row, RowEnd
+from speakwire.engines.qwen3.generation_loop import GenerationLoop, Row
 from speakwire.engines.qwen3.kv_slots import SlotKVCache
 from speakwire.engines.qwen3.memory_plan import plan_memory
 from speakwire.engines.qwen3.prompt_cache import PromptCache, prompt_key
 from speakwire.engines.qwen3.sampling import RowSampling
-from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 from speakwire.engines.qwen3.talker_prompt import PromptBuilder, VoiceSpec
+from speakwire.engines.qwen3.text_stream import Qwen3TextStream
 from speakwire.engines.qwen3.validation import TASK_BY_VARIANT, Qwen3ModelFacts, validate_request
-from speakwire.errors import EngineError
 from speakwire.languages import QWEN3_LANGUAGES
 
 logger = logging.getLogger(__name__)
@@ -194,9 +192,10 @@ class Qwen3Engine:
     def open_text_stream(self, request: SynthesisRequest) -> Qwen3TextStream:
         """One utterance whose text may still be arriving: ``feed``/``finish`` text, iterate ``chunks``.
 
-        ``request`` must be validated and prepared. Its frame budget follows the text received so far.
+        ``request`` must be validated and prepared. Its frame budget follows the text received so far; a
+        long text rolls over to a new generation at a sentence end (``text_stream``).
         """
-        return Qwen3TextStream(self, self.open_row(request), request)
+        return Qwen3TextStream(self, request)
 
     def open_row(self, request: SynthesisRequest) -> Row:
         """The request as a row of the generation loop: codec frames out, no decoding (tests, benchmarks)."""
@@ -327,72 +326,6 @@ class Qwen3Engine:
             time.perf_counter() - started,
         )
         return items[0]
-
-
-class Qwen3TextStream:
-    """One utterance in the generation loop: text in while audio comes out, in the stream schedule.
-
-    ``chunks`` yields ``(audio, characters read)``: the characters of the text the talker had read
-    when it made the chunk's last frame (the talker reads text ahead of the speech it makes).
-    """
-
-    POLL_S = 0.05
-    """How often a waiting consumer looks at ``request.cancelled``."""
-
-    def __init__(self, engine: Qwen3Engine, row: Row, request: SynthesisRequest) -> None:
-        self._engine = engine
-        self._row = row
-        self._request = request
-
-    @property
-    def text(self) -> str:
-        return self._row.track.text
-
-    def feed(self, text: str) -> None:
-        self._row.feed(text)
-
-    def finish(self) -> None:
-        self._row.finish()
-
-    def cancel(self) -> None:
-        self._row.cancel()
-
-    def chunks(self) -> Iterator[tuple[AudioChunk, int]]:
-        """Audio as the row's frames arrive; ends at EOS, the budget, or a cancel (then without raising)."""
-        engine, row, request = self._engine, self._row, self._request
-        torch = engine._torch
-        decoder = StreamDecoder(engine._decoder, history=engine._history(request))
-        sizes = itertools.chain(engine.stream_schedule, itertools.repeat(engine.stream_schedule[-1]))
-        want = next(sizes)
-        pending: list[Any] = []
-        text_read = 0
-        end: RowEnd | None = None
-        try:
-            while end is None:
-                if request.cancelled.is_set():
-                    return
-                try:
-                    event = row.events.get(timeout=self.POLL_S)
-                except queue.Empty:
-                    continue
-                if isinstance(event, RowEnd):
-                    end = event
-                    if end.reason == "cancelled":
-                        return
-                else:
-                    pending.append(event.codes)
-                    text_read = event.text_read
-                while pending and (len(pending) >= want or end is not None):
-                    take, pending = pending[:want], pending[want:]
-                    yield AudioChunk(decoder.decode(torch.stack(take)), SAMPLE_RATE), text_read
-                    want = next(sizes)
-        finally:
-            if end is None:
-                row.cancel()  # the consumer is gone: free the slot before the loop's next step
-        if end.reason == "error":
-            raise EngineError(f"Qwen3-TTS generation failed: {end.error}") from end.error
-        if end.reason == "capped":
-            engine._report_cap(request, row.max_frames, self.text)
 
 
 class _Turn:

@@ -1,0 +1,198 @@
+"""One utterance of the Qwen3 engine: text in while audio comes out, over as few generations as possible.
+
+An utterance is one generation (one row of the loop) for as long as that is sensible: a row reads text
+while it speaks, so sentences flow with one voice and no restarts. A row's context is finite, though,
+and a runaway budget caps it, so a long text (a 10,000-character HTTP input, or an LLM talking for
+minutes) rolls over to a new row at the first sentence end past ``ROLLOVER_CHARS`` characters: the
+row is given its text's end there and finishes speaking it, and the next row, with the same voice
+prompt, takes the rest. The next row starts when the previous one ends.
+
+``chunks`` yields ``(audio, characters read)``: the characters of the utterance's text that the talker
+had read when it made the chunk's last frame (the talker reads text ahead of the speech it makes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import queue
+import re
+import threading
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any
+
+from speakwire.audio.chunk import AudioChunk
+from speakwire.engines.base import SynthesisRequest
+from speakwire.engines.qwen3.generation_loop import Row, RowEnd
+from speakwire.engines.qwen3.stream_decoder import StreamDecoder
+from speakwire.errors import EngineError
+
+if TYPE_CHECKING:
+    from speakwire.engines.qwen3.engine import Qwen3Engine
+
+ROLLOVER_CHARS = 500
+"""A row takes text up to the first sentence end past this many characters (~35 s of speech)."""
+SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*\s+|[。！？]")
+
+
+@dataclasses.dataclass(slots=True)
+class _Piece:
+    """The part of the utterance's text one row speaks."""
+
+    start: int
+    text: str = ""
+    closed: bool = False
+    row: Row | None = None
+
+
+class Qwen3TextStream:
+    POLL_S = 0.05
+    """How often a waiting consumer looks at ``request.cancelled``."""
+
+    def __init__(self, engine: Qwen3Engine, request: SynthesisRequest) -> None:
+        self._engine = engine
+        self._request = request
+        self._lock = threading.Lock()
+        self._text = ""
+        self._done = False
+        self._pieces = [_Piece(0)]
+        self._open(self._pieces[0])
+
+    @property
+    def text(self) -> str:
+        """The text received so far (leading whitespace dropped, as the talker's text track does)."""
+        return self._text
+
+    @property
+    def rows(self) -> int:
+        """Generations this utterance has used so far."""
+        return sum(1 for piece in self._pieces if piece.row is not None)
+
+    def feed(self, text: str) -> None:
+        with self._lock:
+            if not self._text:
+                text = text.lstrip()
+            self._text += text
+            piece = self._pieces[-1]
+            piece.text += text
+            rest = self._split(piece)
+            if piece.row is not None:
+                piece.row.feed(text[: max(0, len(text) - len(rest))] if rest else text)
+                if piece.closed:
+                    piece.row.finish()
+            if rest is not None:
+                self._pieces.append(_Piece(piece.start + len(piece.text), rest))
+                self._split_all()
+
+    def finish(self) -> None:
+        with self._lock:
+            self._done = True
+            last = self._pieces[-1]
+            last.closed = True
+            if last.row is not None:
+                last.row.finish()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._done = True
+            for piece in self._pieces:
+                if piece.row is not None:
+                    piece.row.cancel()
+
+    def chunks(self) -> Iterator[tuple[AudioChunk, int]]:
+        """Audio as the rows' frames arrive; ends at the last row's end, or at a cancel (then without raising)."""
+        for index in itertools.count():
+            piece = self._next_piece(index)
+            if piece is None:
+                return
+            end = yield from self._row_chunks(piece)
+            if end is None or end.reason == "cancelled":
+                return
+            if end.reason == "error":
+                raise EngineError(f"Qwen3-TTS generation failed: {end.error}") from end.error
+            if end.reason == "capped":
+                assert piece.row is not None
+                self._engine._report_cap(self._request, piece.row.max_frames, piece.text)
+
+    # ----- rows --------------------------------------------------------------------------------
+
+    def _split(self, piece: _Piece) -> str | None:
+        """Close ``piece`` at its first sentence end past ``ROLLOVER_CHARS``; return the text after it."""
+        if piece.closed or len(piece.text) <= ROLLOVER_CHARS:
+            return None
+        match = SENTENCE_END.search(piece.text, ROLLOVER_CHARS)
+        if match is None or match.end() >= len(piece.text):
+            return None  # no sentence end yet, or nothing after it yet (the next text may extend the end)
+        rest = piece.text[match.end() :]
+        piece.text = piece.text[: match.end()]
+        piece.closed = True
+        return rest
+
+    def _split_all(self) -> None:
+        """A long text fed at once may hold several rows' worth."""
+        while (rest := self._split(self._pieces[-1])) is not None:
+            last = self._pieces[-1]
+            self._pieces.append(_Piece(last.start + len(last.text), rest))
+
+    def _open(self, piece: _Piece) -> None:
+        engine, request = self._engine, self._request
+        index = self._pieces.index(piece)
+        if index:
+            request = dataclasses.replace(request, seed=int(request.seed or 0) + index, extra=dict(request.extra))
+        piece.row = engine.open_row(request)
+        if piece.text:
+            piece.row.feed(piece.text)
+        if piece.closed:
+            piece.row.finish()
+
+    def _next_piece(self, index: int) -> _Piece | None:
+        """The piece ``index``, its row opened; waits while the text may still bring it; None when it never will."""
+        while not self._request.cancelled.is_set():
+            with self._lock:
+                if index < len(self._pieces):
+                    piece = self._pieces[index]
+                    if piece.row is None:
+                        if self._done and not piece.text.strip():
+                            return None
+                        self._open(piece)
+                    return piece
+                if self._done:
+                    return None
+            self._request.cancelled.wait(self.POLL_S)
+        return None
+
+    def _row_chunks(self, piece: _Piece) -> Generator[tuple[AudioChunk, int], None, RowEnd | None]:
+        """One row's audio in the stream schedule; returns how the row ended (None: the consumer left)."""
+        engine, request = self._engine, self._request
+        row = piece.row
+        assert row is not None
+        torch: Any = engine._torch
+        decoder = StreamDecoder(engine._decoder, history=engine._history(request))
+        sizes = itertools.chain(engine.stream_schedule, itertools.repeat(engine.stream_schedule[-1]))
+        want = next(sizes)
+        pending: list[Any] = []
+        text_read = piece.start
+        end: RowEnd | None = None
+        try:
+            while end is None:
+                if request.cancelled.is_set():
+                    return None
+                try:
+                    event = row.events.get(timeout=self.POLL_S)
+                except queue.Empty:
+                    continue
+                if isinstance(event, RowEnd):
+                    end = event
+                    if end.reason == "cancelled":
+                        return end
+                else:
+                    pending.append(event.codes)
+                    text_read = piece.start + event.text_read
+                while pending and (len(pending) >= want or end is not None):
+                    take, pending = pending[:want], pending[want:]
+                    yield AudioChunk(decoder.decode(torch.stack(take)), engine.info.sample_rate), text_read
+                    want = next(sizes)
+        finally:
+            if end is None:
+                self.cancel()  # the consumer is gone: free the slots before the loop's next step
+        return end
