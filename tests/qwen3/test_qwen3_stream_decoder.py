@@ -122,3 +122,35 @@ def test_the_released_decoder_needs_576_frames_of_transformer_and_10_of_conv_his
         released = Qwen3TTSTokenizerV2Decoder(Qwen3TTSTokenizerV2DecoderConfig(codebook_dim=512))
     assert transformer_reach(released) == 8 * 72
     assert conv_reach(released) == 10
+
+
+def test_streams_decoded_together_in_one_batch_equal_each_decoded_alone() -> None:
+    import threading
+
+    from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
+    from speakwire.engines.qwen3.stream_decoder import StreamDecoder
+
+    model = decoder(layers=2, window=4)
+    streams = 6
+    frames = [codes(sum(SCHEDULE)).roll(i, dims=0) for i in range(streams)]
+    solo = [full_decode(model, f) for f in frames]
+    batcher = DecodeBatcher(model)
+    out: list[list[np.ndarray]] = [[] for _ in range(streams)]
+    gate = threading.Barrier(streams)
+
+    def stream_audio(i: int) -> None:
+        state, start = StreamDecoder(model), 0
+        for size in SCHEDULE:
+            gate.wait()  # every stream asks for its next chunk at the same moment, as after one loop step
+            out[i].append(batcher.decode(state, frames[i][start : start + size]))
+            start += size
+
+    threads = [threading.Thread(target=stream_audio, args=(i,)) for i in range(streams)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    batcher.close()
+    for i in range(streams):
+        np.testing.assert_allclose(np.concatenate(out[i]), solo[i], rtol=0, atol=1e-5)
+    assert batcher.stats.max_batch > 1 and batcher.stats.calls < streams * len(SCHEDULE)

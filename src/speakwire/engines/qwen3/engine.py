@@ -3,8 +3,8 @@
 ``generation_loop`` advances all active utterances one codec frame per step on a
 thread that owns the device (``batched_talker`` over per-slot KV buffers), so a
 second listener shares the GPU with the first instead of waiting for it. This
-module turns a row's frames into audio: the calling generator decodes them
-incrementally (``stream_decoder``) in a growing schedule — 2, 4, 8, 16, then 25
+module turns a row's frames into audio: they are decoded incrementally
+(``stream_decoder``), batched across streams (``decode_batcher``), in a growing schedule — 2, 4, 8, 16, then 25
 frames per chunk — so the first audio leaves after two frames (160 ms of audio),
 and the streamed waveform equals the full decode of the same codes.
 
@@ -39,6 +39,7 @@ from speakwire.audio.chunk import AudioChunk
 from speakwire.engines.base import EngineInfo, SynthesisRequest
 from speakwire.engines.qwen3.batched_talker import BatchedTalker
 from speakwire.engines.qwen3.compat import import_qwen_tts
+from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
 from speakwire.engines.qwen3.device import (
     apply_memory_fraction,
     memory_fraction,
@@ -145,6 +146,7 @@ class Qwen3Engine:
             device=tts.model.talker.device,
         )
         self.loop = GenerationLoop(tts, BatchedTalker(tts, cache), PromptBuilder(tts), prefill_chunk=prefill_chunk)
+        self.decoding = DecodeBatcher(self._decoder)
         self._tap = FrameTap(tts)
         self._generating = threading.Lock()
         """Serialises the package's own generate (``synthesize_full``): it keeps per-call state on the module."""
@@ -233,6 +235,7 @@ class Qwen3Engine:
         if self._tts is None:
             return
         self.loop.close()
+        self.decoding.close()
         with self._generating:
             self._tap.remove()
             self._tts = None

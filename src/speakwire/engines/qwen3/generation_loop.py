@@ -167,6 +167,7 @@ class GenerationLoop:
         prompts: PromptBuilder,
         *,
         prefill_chunk: int = 256,
+        prefill_budget: int = 512,
         max_lead_s: float = 2.0,
         on_idle: Callable[[], None] | None = None,
     ) -> None:
@@ -184,6 +185,9 @@ class GenerationLoop:
         banned[self._eos] = False
         self._banned = banned
         self.prefill_chunk = prefill_chunk
+        """Most prompt positions in one forward."""
+        self.prefill_budget = prefill_budget
+        """Prompt positions run per turn while other rows are generating."""
         self.max_lead_s = max_lead_s
         self._on_idle = on_idle
         self._cond = threading.Condition()
@@ -353,25 +357,31 @@ class GenerationLoop:
             active.track.append(prompts.tts_eos)
 
     def _continue_prefills(self) -> bool:
-        """Run prompts: whole when nothing else runs, else one chunk per turn."""
+        """Run prompts, oldest first: all of them when nothing else runs, else ``prefill_budget`` tokens a turn.
+
+        Prompts are cheap next to what running rows need per step, so a burst of new streams starts within
+        a few turns instead of one stream per turn, while running rows wait at most one budget per step.
+        """
         progressed = False
-        running = any(a.prompt is None for a in self._active.values())
+        running = any(a.past_hidden is not None for a in self._active.values())
+        budget = self.prefill_budget if running else None
         for active in [a for a in self._active.values() if a.prompt is not None]:
             if active.row.cancelled:
                 continue
             started = time.perf_counter()
             try:
-                while active.prompt is not None:
+                while active.prompt is not None and (budget is None or budget > 0):
+                    before = active.length
                     self._prefill_chunk(active)
-                    if running:
-                        break
+                    if budget is not None:
+                        budget -= active.length - before
             except Exception as exc:
                 logger.exception("qwen3: prompt failed")
                 self._end(active.row, RowEnd("error", exc))
             self.stats.prefills += 1
             self.stats.prefill_s += time.perf_counter() - started
             progressed = True
-            if running:
+            if budget is not None and budget <= 0:
                 break
         # ICL rows that were waiting for text
         for active in [a for a in self._active.values() if a.prompt is None and a.past_hidden is None]:

@@ -25,6 +25,7 @@ the equality test guards against drift when that pin moves.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -63,6 +64,23 @@ def conv_reach(decoder: Any) -> int:
     return math.ceil(reach)
 
 
+@dataclass(frozen=True, slots=True)
+class DecodeWindow:
+    """The codes one chunk's decode needs, and how much of its output is history to drop."""
+
+    codes: Any
+    """(Q, T) long: history and new frames."""
+    latent_skip: int
+    """Frames of the 12.5 Hz output that only feed the audio-rate part's history."""
+    wave_skip: int
+    """Samples of the audio-rate output that belong to frames already returned."""
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """Windows with the same shape decode together in one batch."""
+        return int(self.codes.shape[1]), self.latent_skip, self.wave_skip
+
+
 class StreamDecoder:
     """Turns codec frames into audio chunk by chunk, exactly as a single full decode would.
 
@@ -93,35 +111,56 @@ class StreamDecoder:
 
     def decode(self, frames: Any) -> Float32Array:
         """Append ``frames`` ``(n, Q)`` and return their audio, ``n × 1920`` float32 samples."""
+        window = self.window(frames)
+        if window is None:
+            return np.zeros(0, dtype=np.float32)
+        return decode_windows(self._decoder, [window])[0]
+
+    def window(self, frames: Any) -> DecodeWindow | None:
+        """Append ``frames`` and return what decoding them takes (None for no frames); see ``decode_windows``."""
         torch = self._torch
         new = frames.to(self._frames.device, torch.long).reshape(-1, self._frames.shape[1])
         if new.shape[0] == 0:
-            return np.zeros(0, dtype=np.float32)
+            return None
         self._frames = torch.cat([self._frames, new.clamp(min=0)], dim=0)
         start, end = self._emitted, int(self._frames.shape[0])
         wave_from = max(0, start - self._conv_reach)
         latent_from = max(0, wave_from - self._latent_reach)
-        with torch.inference_mode():
-            codes = self._frames[latent_from:end].T.unsqueeze(0)  # (1, Q, T)
-            latent = self._latent(codes)[..., wave_from - latent_from :]
-            wave = self._waveform(latent)[0, 0, (start - wave_from) * self._samples_per_frame :]
         self._emitted = end
-        return np.ascontiguousarray(wave.float().cpu().numpy(), dtype=np.float32)
+        return DecodeWindow(
+            self._frames[latent_from:end].T,
+            wave_from - latent_from,
+            (start - wave_from) * self._samples_per_frame,
+        )
 
-    def _latent(self, codes: Any) -> Any:
-        """The 12.5 Hz part: codebook lookup, pre-conv and the sliding-window transformer."""
-        dec = self._decoder
-        hidden = dec.quantizer.decode(codes)
-        hidden = dec.pre_conv(hidden).transpose(1, 2)
-        hidden = dec.pre_transformer(inputs_embeds=hidden).last_hidden_state
-        return hidden.permute(0, 2, 1)
 
-    def _waveform(self, hidden: Any) -> Any:
-        """The audio-rate part: upsampling ConvNeXt blocks and the vocoder."""
-        dec = self._decoder
-        for blocks in dec.upsample:
-            for block in blocks:
-                hidden = block(hidden)
-        for block in dec.decoder:
+def decode_windows(decoder: Any, windows: list[DecodeWindow]) -> list[Float32Array]:
+    """Decode windows of one shape as one batch: each row's new audio, float32 on the host."""
+    import torch
+
+    first = windows[0]
+    assert all(window.shape == first.shape for window in windows), "one batch, one window shape"
+    with torch.inference_mode():
+        codes = torch.stack([window.codes for window in windows])  # (B, Q, T)
+        latent = _latent(decoder, codes)[..., first.latent_skip :]
+        wave = _waveform(decoder, latent)[:, 0, first.wave_skip :]
+        host = wave.float().cpu().numpy()
+    return [np.ascontiguousarray(row, dtype=np.float32) for row in host]
+
+
+def _latent(decoder: Any, codes: Any) -> Any:
+    """The 12.5 Hz part: codebook lookup, pre-conv and the sliding-window transformer."""
+    hidden = decoder.quantizer.decode(codes)
+    hidden = decoder.pre_conv(hidden).transpose(1, 2)
+    hidden = decoder.pre_transformer(inputs_embeds=hidden).last_hidden_state
+    return hidden.permute(0, 2, 1)
+
+
+def _waveform(decoder: Any, hidden: Any) -> Any:
+    """The audio-rate part: upsampling ConvNeXt blocks and the vocoder."""
+    for blocks in decoder.upsample:
+        for block in blocks:
             hidden = block(hidden)
-        return hidden.clamp(min=-1, max=1)
+    for block in decoder.decoder:
+        hidden = block(hidden)
+    return hidden.clamp(min=-1, max=1)

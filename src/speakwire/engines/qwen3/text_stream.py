@@ -190,7 +190,8 @@ class Qwen3TextStream:
                     text_read = piece.start + event.text_read
                 while pending and (len(pending) >= want or end is not None):
                     take, pending = pending[:want], pending[want:]
-                    yield AudioChunk(decoder.decode(torch.stack(take)), engine.info.sample_rate), text_read
+                    audio = engine.decoding.decode(decoder, torch.stack(take))
+                    yield AudioChunk(audio, engine.info.sample_rate), text_read
                     want = next(sizes)
         finally:
             if end is None:
