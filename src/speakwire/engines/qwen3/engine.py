@@ -62,6 +62,9 @@ logger = logging.getLogger(__name__)
 
 SAMPLE_RATE = 24_000
 DEFAULT_STREAM_SCHEDULE = (2, 4, 8, 16, 25)
+"""Frames per chunk on CPU, where one more decode call costs about as much as a frame step."""
+GPU_STREAM_SCHEDULE = (1, 2, 4, 8, 16, 25)
+"""On a GPU the first chunk is one frame (80 ms of audio): first audio one frame step after the prompt."""
 LANGUAGE_ORDER = QWEN3_LANGUAGES
 DEFAULT_SPEAKER = "Vivian"
 """vLLM-Omni's default CustomVoice speaker; listed first (= our default) when the checkpoint has it."""
@@ -352,7 +355,7 @@ def load_qwen3_engine(
     device: str | None = None,
     dtype: str | None = None,
     gpu_memory_utilization: float | None = None,
-    stream_schedule: tuple[int, ...] = DEFAULT_STREAM_SCHEDULE,
+    stream_schedule: tuple[int, ...] | None = None,
     prompt_cache_size: int = 64,
     max_batch: int | None = None,
     max_len: int | None = None,
@@ -366,7 +369,8 @@ def load_qwen3_engine(
         dtype: ``"bfloat16"``, ``"float16"``, ``"float32"``; default bfloat16 on CUDA, float32 on CPU.
         gpu_memory_utilization: Share of the GPU's memory this process may use, in (0, 1]; default
             ``$SM_VLLM_GPU_MEMORY_UTILIZATION``, else no cap.
-        stream_schedule: Frames per streamed chunk; the last size repeats.
+        stream_schedule: Frames per streamed chunk; the last size repeats. Default ``GPU_STREAM_SCHEDULE`` on
+            CUDA, else ``DEFAULT_STREAM_SCHEDULE``.
         prompt_cache_size: Voice-clone prompts kept (LRU); 0 disables the cache.
         max_batch: Most utterances generating at once (KV slots); default: what the memory budget allows,
             at most 64.
@@ -389,12 +393,13 @@ def load_qwen3_engine(
     tts = qwen_tts.Qwen3TTSModel.from_pretrained(model, **kwargs)
     tts.model.eval()
     dtype_name = str(torch_dtype).removeprefix("torch.")
+    default_schedule = GPU_STREAM_SCHEDULE if device.startswith("cuda") else DEFAULT_STREAM_SCHEDULE
     engine = Qwen3Engine(
         tts,
         model=model,
         device=device,
         dtype=dtype_name,
-        stream_schedule=stream_schedule,
+        stream_schedule=stream_schedule or default_schedule,
         prompt_cache_size=prompt_cache_size,
         max_batch=max_batch,
         max_len=max_len,
