@@ -232,3 +232,16 @@ def test_admission_follows_the_engines_kv_slots(tiny_checkpoints: dict[str, Path
     finally:
         live.stop()
         engine.close()
+
+
+def test_metrics_show_the_generation_loop(custom_server: LiveServer) -> None:
+    assert speech(custom_server, voice="ryan").status_code == 200
+    text = httpx.get(f"{custom_server.url}/metrics", timeout=30).text
+    values = {
+        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("speakwire_engine_")
+    }
+    assert values["speakwire_engine_slots"] == custom_server.state.engine.info.max_concurrent
+    assert values["speakwire_engine_steps_total"] > 0 and values["speakwire_engine_step_rows_total"] > 0
+    assert values["speakwire_engine_code2wav_chunks_total"] >= values["speakwire_engine_code2wav_calls_total"] > 0

@@ -6,7 +6,11 @@ returns the pipeline hooks that feed these metrics for one protocol.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from speakwire.synthesis import PipelineObserver, Usage
 
@@ -58,6 +62,12 @@ class SpeechMetrics:
         self.requests = Counter("speakwire_requests_total", "Speech requests by outcome.",
                                 (*labels, "status"), registry=r)  # fmt: skip
 
+    def watch_engine(self, engine: object) -> None:
+        """Export a batched engine's own counters (``engine_metrics()``: slots, steps, batch, code2wav)."""
+        read = getattr(engine, "engine_metrics", None)
+        if callable(read):
+            self.registry.register(_EngineCollector(self.engine, read))
+
     def observer(self, protocol: str) -> PipelineObserver:
         labels = {"engine": self.engine, "protocol": protocol}
 
@@ -80,3 +90,21 @@ class SpeechMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _EngineCollector(Collector):
+    """Reads the engine's counters at scrape time: ``speakwire_engine_<name>``; ``*_total`` are counters."""
+
+    def __init__(self, engine: str, read: Callable[[], Mapping[str, float]]) -> None:
+        self._engine = engine
+        self._read = read
+
+    def collect(self) -> Iterator[Metric]:
+        for name, value in self._read().items():
+            family: GaugeMetricFamily | CounterMetricFamily
+            if name.endswith("_total"):
+                family = CounterMetricFamily(f"speakwire_engine_{name.removesuffix('_total')}", name, labels=["engine"])
+            else:
+                family = GaugeMetricFamily(f"speakwire_engine_{name}", name, labels=["engine"])
+            family.add_metric([self._engine], float(value))
+            yield family

@@ -54,6 +54,7 @@ class ServerState:
             self.engine = engine
             scheduler = Scheduler(default_worker_count(self.settings, engine.info))
             self.metrics = SpeechMetrics(engine.info.name)
+            self.metrics.watch_engine(engine)
             scheduler.queue_wait_observer = self.metrics.queue_wait.labels(engine=engine.info.name).observe
             max_streams = self.settings.max_streams
             if engine.info.max_concurrent and engine.info.max_concurrent < max_streams:

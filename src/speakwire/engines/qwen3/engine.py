@@ -209,6 +209,20 @@ class Qwen3Engine:
             max_new_tokens=request.max_new_tokens,
         )  # fmt: skip
 
+    def engine_metrics(self) -> dict[str, float]:
+        """For /metrics: KV slots and their use, the loop's steps and batch, code2wav batching."""
+        stats, decoding = self.loop.stats, self.decoding.stats
+        return {
+            "slots": self.loop.slots,
+            "slots_in_use": self.loop.slots - self.loop.free_slots,
+            "steps_total": stats.steps,
+            "step_rows_total": stats.rows_stepped,
+            "step_seconds_total": stats.step_s,
+            "prefills_total": stats.prefills,
+            "code2wav_calls_total": decoding.calls,
+            "code2wav_chunks_total": decoding.chunks,
+        }
+
     def synthesize_full(self, text: str, request: SynthesisRequest) -> AudioChunk:
         """The whole segment from the package's own ``generate_*`` (non-streaming; tests and benchmarks).
 
