@@ -302,8 +302,6 @@ class Utterance:
     @property
     def idle(self) -> bool:
         """True when all text fed so far has been synthesized and sent (only input may still come)."""
-        if self._streams_text:
-            return self._job is None and not self.usage.characters
         return self._job is None and not self._pending
 
     # ----- output side ----------------------------------------------------------------
