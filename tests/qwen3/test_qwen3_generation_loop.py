@@ -220,6 +220,7 @@ def test_a_thousand_random_submit_cancel_cycles_leave_no_slot_tensor_or_thread_b
 
     engine, loop = custom_voice_engine, custom_voice_engine.loop
     collect(_finished(engine, 3))  # warm: lazily created state exists before the baseline
+    assert loop.wait_idle(timeout=30)
     gc.collect()
     threads, tensors = threading.active_count(), _tensor_count()
     rng = random.Random(0)
@@ -243,7 +244,8 @@ def test_a_thousand_random_submit_cancel_cycles_leave_no_slot_tensor_or_thread_b
             rows.clear()
     for done in rows:
         collect(done)
-    del rows, row
+    del rows, row, done
+    assert loop.wait_idle(timeout=30)  # the loop thread has let go of the last step's tensors
     gc.collect()
     assert loop.free_slots == loop.slots and loop.active_rows == 0
     assert threading.active_count() == threads

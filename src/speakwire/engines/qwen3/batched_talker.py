@@ -71,20 +71,36 @@ class BatchedTalker:
     def predict_residuals(
         self, past_hidden: Any, first_codes: Any, settings: list[Sampling], generators: list[Any]
     ) -> Any:
-        """Codebooks 1..15 for each row's frame: (B, 15) long, sampled with each row's subtalker settings."""
-        torch = self._torch
-        from transformers.cache_utils import DynamicCache
+        """Codebooks 1..15 for each row's frame: (B, 15) long, sampled with each row's subtalker settings.
 
+        The predictor's decoder layers run directly (as ``generate`` runs them: no mask, causal prompt of
+        two positions, then one position per codebook), without ``generate``'s per-call set-up.
+        """
+        torch = self._torch
         predictor = self._predictor
-        cache = DynamicCache()
+        model = predictor.model
+        cache = _GrowingCache()
         inputs = torch.cat((past_hidden, self._talker.get_input_embeddings()(first_codes.unsqueeze(1))), dim=1)
         codes: list[Any] = []
+        position = 0
         for step in range(self.codebooks - 1):
             if step:
-                inputs = predictor.model.get_input_embeddings()[step - 1](codes[-1].unsqueeze(1))
-            hidden = predictor.model(
-                inputs_embeds=predictor.small_to_mtp_projection(inputs), past_key_values=cache, use_cache=True
-            ).last_hidden_state
+                inputs = model.get_input_embeddings()[step - 1](codes[-1].unsqueeze(1))
+            hidden = predictor.small_to_mtp_projection(inputs)
+            length = hidden.shape[1]
+            positions = torch.arange(position, position + length, device=hidden.device).unsqueeze(0)
+            embeddings = model.rotary_emb(hidden, positions)
+            for layer in model.layers:
+                hidden = layer(
+                    hidden,
+                    attention_mask=None,
+                    position_ids=positions,
+                    past_key_values=cache,
+                    use_cache=True,
+                    position_embeddings=embeddings,
+                )[0]
+            hidden = model.norm(hidden)
+            position += length
             logits = predictor.lm_head[step](hidden)[:, -1, :].to(dtype=torch.float32)
             codes.append(sample_rows(torch, logits, settings, generators))
         return torch.stack(codes, dim=1)
@@ -106,3 +122,21 @@ class BatchedTalker:
 
     def _logits(self, hidden: Any) -> Any:
         return self._talker.codec_head(hidden)[:, -1, :].to(dtype=self._torch.float32)
+
+
+class _GrowingCache:
+    """The code predictor's per-frame KV cache: at most 16 positions, appended to (the ``Cache.update`` call)."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+        self._layers: dict[int, tuple[Any, Any]] = {}
+
+    def update(self, key: Any, value: Any, layer_idx: int, cache_kwargs: Any = None) -> tuple[Any, Any]:
+        held = self._layers.get(layer_idx)
+        if held is not None:
+            key = self._torch.cat((held[0], key), dim=-2)
+            value = self._torch.cat((held[1], value), dim=-2)
+        self._layers[layer_idx] = (key, value)
+        return key, value

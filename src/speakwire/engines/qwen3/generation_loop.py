@@ -198,6 +198,8 @@ class GenerationLoop:
         heapq.heapify(self._free)
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._idle = threading.Event()
+        self._idle.set()
         self.stats = LoopStats()
 
     # ----- caller side ----------------------------------------------------------------------
@@ -222,12 +224,17 @@ class GenerationLoop:
         with self._cond:
             if self._closed:
                 raise RuntimeError("generation loop is closed")
+            self._idle.clear()
             self._incoming.append(row)
             self._cond.notify()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="qwen3-generation-loop", daemon=True)
                 self._thread.start()
         return row
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until no utterance is left and the loop thread holds nothing of the last one."""
+        return self._idle.wait(timeout)
 
     def wake(self) -> None:
         with self._cond:
@@ -260,8 +267,10 @@ class GenerationLoop:
                 if not progressed:
                     with self._cond:
                         if not self._incoming and not self._closed:
-                            if self._on_idle is not None and not self._active and not self._waiting:
-                                self._on_idle()
+                            if not self._active and not self._waiting:
+                                self._idle.set()
+                                if self._on_idle is not None:
+                                    self._on_idle()
                             self._cond.wait(timeout=0.05)
         for row in [*self._waiting, *self._incoming, *self._active]:
             self._end(row, RowEnd("cancelled"))
