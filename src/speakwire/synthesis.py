@@ -34,6 +34,7 @@ from speakwire.audio.resample import StreamResampler
 from speakwire.engines.base import Engine, SynthesisRequest, TextStream, TextStreamingEngine
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.scheduler import Job, Scheduler
+from speakwire.text.hygiene import clean_text
 from speakwire.text.normalize import normalize_english
 from speakwire.text.segmenter import ChunkSchedule, Granularity, Segment, Segmenter
 from speakwire.text.widths import is_wide
@@ -231,6 +232,7 @@ class Utterance:
         """Add text; complete segments are queued for synthesis at once."""
         if self._done or self._input_done:
             raise RuntimeError("utterance input is closed")
+        text = clean_text(text)  # no engine sees a NUL, a lone surrogate or an invisible control
         if not text:
             return
         if self.usage.characters + len(text) > self._max_buffer_chars:

@@ -17,6 +17,7 @@ from speakwire.server.options import resolve_speech
 from speakwire.server.speech.protocol import SpeechRequest
 from speakwire.server.state import ServerState
 from speakwire.synthesis import AudioReady, SegmentFinished, Usage, Utterance, UtteranceFinished
+from speakwire.text.hygiene import clean_text, is_speakable
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,12 @@ async def create_speech(state: ServerState, body: SpeechRequest, *, protocol: st
     text = body.input
     if not text.strip():
         raise BadRequestError("Input text cannot be empty.", param="input")
+    if not is_speakable(clean_text(text)):
+        raise BadRequestError(
+            "Input has nothing to speak: no letters or digits once control characters, invisible "
+            "formatting characters and invalid (surrogate) code points are removed.",
+            param="input",
+        )
     limit = state.settings.max_input_chars
     if len(text) > limit:
         raise BadRequestError(

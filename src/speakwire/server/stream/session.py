@@ -156,7 +156,7 @@ class StreamSession:
         if isinstance(message, bytes):
             await self._error("Binary frames are not accepted; send JSON text events.", code="binary_not_supported")
             return
-        if len(message) > p.MAX_CONFIG_BYTES and len(message.encode()) > p.MAX_CONFIG_BYTES:
+        if len(message) > p.MAX_CONFIG_BYTES and len(message.encode(errors="surrogatepass")) > p.MAX_CONFIG_BYTES:
             await self._fatal(f"Message exceeds {p.MAX_CONFIG_BYTES} bytes.", p.CLOSE_TOO_BIG, code="too_large")
         try:
             event = json.loads(message)
@@ -216,9 +216,11 @@ class StreamSession:
         if not isinstance(text, str):
             await self._error("input.text needs a string 'text' field.", code="invalid_text")
             return
-        if len(text) * 4 > p.MAX_TEXT_MESSAGE_BYTES and len(text.encode()) > p.MAX_TEXT_MESSAGE_BYTES:
+        encoded = len(text.encode(errors="surrogatepass")) if len(text) * 4 > p.MAX_TEXT_MESSAGE_BYTES else 0
+        if encoded > p.MAX_TEXT_MESSAGE_BYTES:
             await self._fatal(f"input.text exceeds {p.MAX_TEXT_MESSAGE_BYTES} bytes.", p.CLOSE_TOO_BIG,
                               code="too_large")  # fmt: skip
+            return
         active = self._open or self._start_utterance()
         if active is None:
             return
