@@ -13,6 +13,7 @@ from speakwire.engines.base import Engine
 from speakwire.server import info
 from speakwire.server.auth import ApiKeyMiddleware
 from speakwire.server.errors import install_error_handlers
+from speakwire.server.redaction import install_log_redaction
 from speakwire.server.sagemaker import router as sagemaker_router
 from speakwire.server.sagemaker.routing import InvocationsRouter
 from speakwire.server.speech import router as speech_router
@@ -31,6 +32,7 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        install_log_redaction()  # after uvicorn has configured its loggers
         await state.start(engine)
         try:
             yield
