@@ -31,8 +31,9 @@ async def test_query_string_keys_are_masked_in_access_and_websocket_logs(
     caplog.set_level(logging.INFO, logger="uvicorn.access")
     caplog.set_level(logging.INFO, logger="uvicorn.error")
     # HTTP takes the key as a bearer token only; a key in its query string is refused, and still not logged
-    assert httpx.get(f"{keyed_server.url}/v1/models?api_key={KEY}", timeout=30).status_code == 401
-    assert httpx.get(f"{keyed_server.url}/v1/models?token={KEY}&x=1", timeout=30).status_code == 401
+    async with httpx.AsyncClient(base_url=keyed_server.url, timeout=30) as client:
+        assert (await client.get(f"/v1/models?api_key={KEY}")).status_code == 401
+        assert (await client.get(f"/v1/models?token={KEY}&x=1")).status_code == 401
     url = f"ws://127.0.0.1:{keyed_server.settings.port}/v1/audio/speech/stream?api_key={KEY}"
     async with connect(url) as ws:
         await ws.send(json.dumps({"type": "session.config"}))
