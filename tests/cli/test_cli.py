@@ -86,3 +86,11 @@ def test_stream_command_says_when_the_server_is_unreachable(tmp_path) -> None:  
     result = run("stream", "Hi", "--url", f"ws://127.0.0.1:{free_port()}", "-o", str(tmp_path / "x.wav"))
     assert result.returncode == 1
     assert b"cannot reach" in result.stderr
+
+
+def test_serve_exits_non_zero_with_one_clear_line_when_the_engine_cannot_load(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    missing = tmp_path / "no-such-voice.onnx"
+    done = run("serve", "--port", str(free_port()), "--voice", str(missing), "--data-dir", str(tmp_path), timeout=60)
+    assert done.returncode == 1
+    last = done.stderr.decode().strip().splitlines()[-1]
+    assert last.startswith("speakwire: the piper engine failed to load:") and "no-such-voice.onnx" in last

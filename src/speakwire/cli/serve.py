@@ -104,6 +104,14 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, ws_ping_interval=20,
-                ws_ping_timeout=20, timeout_graceful_shutdown=10)  # fmt: skip
+    server = uvicorn.Server(uvicorn.Config(
+        app, host=settings.host, port=settings.port, log_level=args.log_level, ws_ping_interval=20,
+        ws_ping_timeout=20, timeout_graceful_shutdown=10,
+    ))  # fmt: skip
+    app.state.speakwire.on_load_failure = lambda: setattr(server, "should_exit", True)
+    server.run()
+    load_error = app.state.speakwire.load_error
+    if load_error:
+        print(f"speakwire: the {settings.engine} engine failed to load: {load_error}", file=sys.stderr)
+        return 1
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +35,8 @@ class ServerState:
     load_error: str | None = None
     started_at: float = field(default_factory=time.monotonic)
     _load_task: asyncio.Task[None] | None = None
+    on_load_failure: Callable[[], None] | None = None
+    """``speakwire serve`` stops the server here, so a process that cannot serve exits instead of answering 503."""
     _owns_engine: bool = False
     """The server loaded the engine itself (and closes it); an engine handed in belongs to the caller."""
 
@@ -76,6 +79,12 @@ class ServerState:
         except Exception as exc:
             self.load_error = f"{type(exc).__name__}: {exc}"
             logger.exception("engine failed to load")
+            if self.on_load_failure is not None:
+                logger.critical(
+                    "speakwire cannot serve: the %s engine (%s) failed to load: %s — stopping.",
+                    self.settings.engine, self.settings.model or "default voice", self.load_error,
+                )  # fmt: skip
+                self.on_load_failure()
 
     @staticmethod
     def _warm_up(engine: Engine) -> None:
