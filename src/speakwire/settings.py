@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 # OpenAI's model and voice names are aliases of whatever this server serves by default,
@@ -14,6 +14,10 @@ OPENAI_VOICE_ALIASES = (
 )  # fmt: skip
 
 
+
+
+def _flag(raw: str) -> bool:
+    return raw.strip().lower() in ("1", "true", "yes", "on")
 
 
 @dataclass(slots=True)
@@ -34,6 +38,8 @@ class Settings:
     api_key: str | None = None
     insecure: bool = False
     """Allow binding a non-loopback host without an API key."""
+    public_metrics: bool = False
+    """With an API key: leave /metrics and the API docs open (the probes are always open)."""
     max_input_chars: int = 10_000
     workers: int = 0
     """Engine worker threads; 0 = one per core for CPU engines, one per KV slot for batched engines (Qwen3)."""
@@ -58,12 +64,13 @@ class Settings:
         """Defaults, then ``SPEAKWIRE_*`` variables, then explicit overrides (CLI flags)."""
         environ = os.environ if environ is None else environ
         settings = cls()
-        env_map = {
+        env_map: dict[str, tuple[str, Callable[[str], object]]] = {
             "HOST": ("host", str), "PORT": ("port", int), "ENGINE": ("engine", str), "MODEL": ("model", str),
             "API_KEY": ("api_key", str), "MAX_INPUT_CHARS": ("max_input_chars", int), "WORKERS": ("workers", int),
             "MAX_STREAMS": ("max_streams", int), "MAX_QUEUE": ("max_queue", int), "DATA_DIR": ("data_dir", str),
             "DEVICE": ("device", str), "DTYPE": ("dtype", str), "LOG_LEVEL": ("log_level", str),
             "WS_IDLE_TIMEOUT": ("ws_idle_timeout_s", float), "MAX_BATCH": ("max_batch", int),
+            "PUBLIC_METRICS": ("public_metrics", _flag),
         }  # fmt: skip
         for env_name, (attr, kind) in env_map.items():
             raw = environ.get(f"SPEAKWIRE_{env_name}")

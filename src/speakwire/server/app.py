@@ -53,7 +53,12 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
     app.include_router(sagemaker_router.router)
     app.include_router(voices_router.router)
     if settings.api_key:
-        app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key, trust_invocations=settings.sagemaker)
+        app.add_middleware(
+            ApiKeyMiddleware,
+            api_key=settings.api_key,
+            trust_invocations=settings.sagemaker,
+            public_metrics=settings.public_metrics,
+        )
     # Outermost: /invocations is rewritten before auth and routing see it.
     app.add_middleware(InvocationsRouter, default_route=settings.sagemaker_default_route, api=app)
     return app

@@ -1,4 +1,8 @@
-"""Optional API key for HTTP routes (``Authorization: Bearer <key>``); probes stay open.
+"""Optional API key for HTTP routes (``Authorization: Bearer <key>``); only the probes stay open.
+
+/metrics and the API docs say a lot about a deployment (traffic, voices, versions), so with a key they
+need it too — Prometheus sends it with ``authorization: {credentials: KEY}`` — unless the operator opens
+them (``--public-metrics``).
 
 WebSocket sessions authenticate inside the stream (see ``stream/``), because
 SageMaker strips headers; this middleware only looks at plain HTTP requests.
@@ -11,7 +15,8 @@ import json
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-OPEN_PATHS = frozenset({"/health", "/ready", "/ping", "/metrics", "/docs", "/openapi.json", "/docs/oauth2-redirect"})
+PROBE_PATHS = frozenset({"/health", "/ready", "/ping"})
+OBSERVABILITY_PATHS = frozenset({"/metrics", "/docs", "/openapi.json", "/docs/oauth2-redirect", "/redoc"})
 
 
 def key_matches(expected: str, offered: str | None) -> bool:
@@ -25,15 +30,18 @@ def bearer_token(header: str | None) -> str | None:
 
 
 class ApiKeyMiddleware:
-    def __init__(self, app: ASGIApp, api_key: str, *, trust_invocations: bool = False) -> None:
+    def __init__(
+        self, app: ASGIApp, api_key: str, *, trust_invocations: bool = False, public_metrics: bool = False
+    ) -> None:
         self.app = app
         self.api_key = api_key
         self.trust_invocations = trust_invocations
         """In SageMaker mode, /invocations is authenticated by IAM and arrives with headers stripped."""
+        self.open_paths = PROBE_PATHS | OBSERVABILITY_PATHS if public_metrics else PROBE_PATHS
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         trusted = self.trust_invocations and scope.get("speakwire.sagemaker_invocation", False)
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or trusted:
+        if scope["type"] != "http" or scope["path"] in self.open_paths or trusted:
             await self.app(scope, receive, send)
             return
         headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}

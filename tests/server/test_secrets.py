@@ -1,4 +1,4 @@
-"""An API key sent in a query string never reaches a log line."""
+"""Secrets: a key in a query string never reaches a log; with a key, only the probes are open."""
 
 from __future__ import annotations
 
@@ -58,3 +58,22 @@ async def test_query_string_keys_are_masked_in_access_and_websocket_logs(
 )
 def test_redact(line: str, expected: str) -> None:
     assert redact(line) == expected
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/docs", "/openapi.json"])
+def test_with_a_key_metrics_and_docs_need_it_and_probes_do_not(keyed_server: LiveServer, path: str) -> None:
+    assert httpx.get(f"{keyed_server.url}{path}", timeout=30).status_code == 401
+    authorized = httpx.get(f"{keyed_server.url}{path}", headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+    assert authorized.status_code == 200
+    for probe in ("/health", "/ready", "/ping"):
+        assert httpx.get(f"{keyed_server.url}{probe}", timeout=30).status_code == 200
+
+
+def test_public_metrics_opens_metrics_and_docs_but_not_the_api(piper_engine: PiperEngine) -> None:
+    live = start_server(Settings(api_key=KEY, public_metrics=True), engine=piper_engine)
+    try:
+        assert httpx.get(f"{live.url}/metrics", timeout=30).status_code == 200
+        assert httpx.get(f"{live.url}/docs", timeout=30).status_code == 200
+        assert httpx.get(f"{live.url}/v1/models", timeout=30).status_code == 401
+    finally:
+        live.stop()
