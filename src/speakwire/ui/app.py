@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 import io
 import logging
 import os
@@ -178,6 +179,9 @@ def launch_ui(blocks: Blocks, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
         The page's local URL, and its public one when ``share`` worked.
     """
     blocks.queue(default_concurrency_limit=None)
+    options: dict[str, Any] = {"quiet": True, "show_error": False}
+    if "run_history" in inspect.signature(blocks.launch).parameters:
+        options["run_history"] = False  # newer gradio keeps a history of runs (the texts spoken) unless told not to
     _, local_url, share_url = blocks.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=True,
-                                            quiet=True, run_history=False, show_error=False)  # fmt: skip
+                                            **options)  # fmt: skip
     return str(local_url), str(share_url) if share_url else None
