@@ -52,6 +52,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--budget-s", type=float, default=480, help="start no new measurement after this")
     parser.add_argument("--out", type=Path, default=Path("bench/results/qwen3-gpu"))
+    parser.add_argument("--profile-level", type=int, default=16, help="profile 40 frames at this many streams; 0: off")
     args = parser.parse_args()
 
     import torch
@@ -107,6 +108,8 @@ def _run_model(torch: Any, name: str, args: Any, report: dict[str, Any], save: A
             if streams > engine.memory.slots:
                 continue
             stagger = 2.0 if n == "16-staggered" else 0.0
+            if n == args.profile_level:
+                _profile(torch, engine, streams, args.out / f"profile-{name}-{n}.txt")
             level = _level(torch, engine, streams, args.frames, stagger_s=stagger)
             level["label"] = str(n)
             report["levels"].append(level)
@@ -238,6 +241,30 @@ def _level(torch: Any, engine: Any, streams: int, frames: int, *, stagger_s: flo
     if engine.info.extra.get("device", "").startswith("cuda"):
         level["gpu_peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
     return level
+
+
+def _profile(torch: Any, engine: Any, streams: int, path: Path) -> None:
+    """Where a step's time goes: torch.profiler over ``streams`` rows of 40 frames, top operators by device time."""
+    from qwen3_testing import steer_eos
+    from torch.profiler import ProfilerActivity, profile
+
+    from speakwire.engines.qwen3.generation_loop import RowEnd
+
+    activities = [ProfilerActivity.CPU]
+    if engine.info.extra.get("device", "").startswith("cuda"):
+        activities.append(ProfilerActivity.CUDA)
+    with steer_eos(engine, after=None), profile(activities=activities) as prof:
+        rows = [engine.open_row(_request(engine, seed, 40)) for seed in range(streams)]
+        for row in rows:
+            row.feed(TEXT)
+            row.finish()
+        for row in rows:
+            while not isinstance(row.events.get(timeout=120), RowEnd):
+                pass
+    key = "self_cuda_time_total" if len(activities) > 1 else "self_cpu_time_total"
+    table = prof.key_averages().table(sort_by=key, row_limit=40)
+    note = "CUDA kernels of every thread (the loop's, code2wav's); CPU operators of this thread only"
+    path.write_text(f"{streams} rows × 40 frames; {note}; loop {engine.loop.stats.snapshot()}\n\n{table}\n")
 
 
 def _underruns(arrivals: list[tuple[float, float]]) -> int:
