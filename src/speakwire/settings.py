@@ -41,6 +41,8 @@ class Settings:
     public_metrics: bool = False
     """With an API key: leave /metrics and the API docs open (the probes are always open)."""
     max_input_chars: int = 10_000
+    max_body_bytes: int = 48 * 1024 * 1024
+    """Largest request body on any route (routes have tighter limits of their own)."""
     workers: int = 0
     """Engine worker threads; 0 = one per core for CPU engines, one per KV slot for batched engines (Qwen3)."""
     max_streams: int = 64

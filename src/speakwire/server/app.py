@@ -12,6 +12,7 @@ import speakwire
 from speakwire.engines.base import Engine
 from speakwire.server import info
 from speakwire.server.auth import ApiKeyMiddleware
+from speakwire.server.body_limit import BodyLimitMiddleware
 from speakwire.server.errors import install_error_handlers
 from speakwire.server.redaction import install_log_redaction
 from speakwire.server.sagemaker import router as sagemaker_router
@@ -59,6 +60,7 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
             trust_invocations=settings.sagemaker,
             public_metrics=settings.public_metrics,
         )
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     # Outermost: /invocations is rewritten before auth and routing see it.
     app.add_middleware(InvocationsRouter, default_route=settings.sagemaker_default_route, api=app)
     return app
