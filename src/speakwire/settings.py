@@ -72,7 +72,7 @@ class Settings:
             "MAX_STREAMS": ("max_streams", int), "MAX_QUEUE": ("max_queue", int), "DATA_DIR": ("data_dir", str),
             "DEVICE": ("device", str), "DTYPE": ("dtype", str), "LOG_LEVEL": ("log_level", str),
             "WS_IDLE_TIMEOUT": ("ws_idle_timeout_s", float), "MAX_BATCH": ("max_batch", int),
-            "PUBLIC_METRICS": ("public_metrics", _flag),
+            "PUBLIC_METRICS": ("public_metrics", _flag), "MAX_BODY_BYTES": ("max_body_bytes", int),
         }  # fmt: skip
         for env_name, (attr, kind) in env_map.items():
             raw = environ.get(f"SPEAKWIRE_{env_name}")
