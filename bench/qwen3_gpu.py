@@ -52,6 +52,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--budget-s", type=float, default=480, help="start no new measurement after this")
     parser.add_argument("--out", type=Path, default=Path("bench/results/qwen3-gpu"))
+    parser.add_argument("--equality-frames", type=int, default=60, help="frames compared with the package")
     parser.add_argument("--profile-level", type=int, default=16, help="profile 40 frames at this many streams; 0: off")
     args = parser.parse_args()
 
@@ -96,7 +97,7 @@ def _run_model(torch: Any, name: str, args: Any, report: dict[str, Any], save: A
         t0 = time.perf_counter()
         list(engine.synthesize("Hello.", _request(engine, 0, 10)))
         report["warm_up_s"] = time.perf_counter() - t0
-        report["equality"] = _equality(torch, engine)
+        report["equality"] = _equality(torch, engine, args.equality_frames)
         save()
         levels = [int(n) for n in args.levels.split(",")]
         report["levels"] = []
@@ -135,7 +136,7 @@ def _request(engine: Any, seed: int, frames: int, *, greedy: bool = False) -> An
     return engine.prepare(engine.validate(request))
 
 
-def _equality(torch: Any, engine: Any) -> dict[str, Any]:
+def _equality(torch: Any, engine: Any, frames: int = 60) -> dict[str, Any]:
     import numpy as np
     from qwen3_testing import steer_eos
 
@@ -143,7 +144,6 @@ def _equality(torch: Any, engine: Any) -> dict[str, Any]:
     from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 
     out: dict[str, Any] = {}
-    frames = 60
     request = _request(engine, 3, frames, greedy=True)
     with steer_eos(engine, after=None):
         row = engine.open_row(request)
@@ -166,9 +166,12 @@ def _equality(torch: Any, engine: Any) -> dict[str, Any]:
     same = int((a == b).all(dim=1).long().cumprod(0).sum())
     out["greedy_codes_equal_frames"] = f"{same} of {min(len(a), len(b))}"
 
-    with steer_eos(engine, after=40):
-        streamed = np.concatenate([c.samples for c in engine.synthesize(TEXT, _request(engine, 3, 40, greedy=True))])
-        full = engine.synthesize_full(TEXT, _request(engine, 3, 40, greedy=True)).samples
+    short = max(2, frames * 2 // 3)
+    with steer_eos(engine, after=short):
+        streamed = np.concatenate(
+            [c.samples for c in engine.synthesize(TEXT, _request(engine, 3, short, greedy=True))]
+        )
+        full = engine.synthesize_full(TEXT, _request(engine, 3, short, greedy=True)).samples
     n = min(len(streamed), len(full))
     out["greedy_audio_max_abs_diff"] = float(np.abs(streamed[:n] - full[:n]).max()) if n else None
     out["greedy_audio_lengths"] = [len(streamed), len(full)]
