@@ -21,7 +21,6 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,7 +168,6 @@ class GenerationLoop:
         prefill_chunk: int = 256,
         prefill_budget: int = 512,
         max_lead_s: float = 2.0,
-        on_idle: Callable[[], None] | None = None,
     ) -> None:
         import torch
 
@@ -189,7 +187,7 @@ class GenerationLoop:
         self.prefill_budget = prefill_budget
         """Prompt positions run per turn while other rows are generating."""
         self.max_lead_s = max_lead_s
-        self._on_idle = on_idle
+        """A row this far ahead of its listener sits out while another is less than a quarter of it ahead."""
         self._cond = threading.Condition()
         self._incoming: list[Row] = []
         self._waiting: list[Row] = []
@@ -269,8 +267,6 @@ class GenerationLoop:
                         if not self._incoming and not self._closed:
                             if not self._active and not self._waiting:
                                 self._idle.set()
-                                if self._on_idle is not None:
-                                    self._on_idle()
                             self._cond.wait(timeout=0.05)
         for row in [*self._waiting, *self._incoming, *self._active]:
             self._end(row, RowEnd("cancelled"))
