@@ -69,12 +69,16 @@ class ServerState:
             self.pipeline = SynthesisPipeline(
                 engine, scheduler, max_streams=max_streams, max_queue=self.settings.max_queue
             )
+            warm_up_s = 0.0
             if self.settings.warmup:
+                started = time.perf_counter()
                 await asyncio.to_thread(self._warm_up, engine)
+                warm_up_s = time.perf_counter() - started
             self.ready = True
             logger.info(
-                "ready: engine %s, model %s, %d worker(s), %d Hz native",
-                engine.info.name, engine.info.model, scheduler.workers, engine.info.sample_rate,
+                "ready: engine %s, model %s, %d worker(s), %d stream(s) at once, %d Hz native; warm-up %.2f s",
+                engine.info.name, engine.info.model, scheduler.workers, max_streams, engine.info.sample_rate,
+                warm_up_s,
             )  # fmt: skip
         except Exception as exc:
             self.load_error = f"{type(exc).__name__}: {exc}"
