@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from speakwire.engines.qwen3.kv_slots import SlotKVCache
-from speakwire.engines.qwen3.sampling import Sampling, sample_rows
+from speakwire.engines.qwen3.sampling import Sampling, draw_noise, sample_rows
 
 
 class BatchedTalker:
@@ -81,6 +81,8 @@ class BatchedTalker:
         model = predictor.model
         cache = _GrowingCache()
         inputs = torch.cat((past_hidden, self._talker.get_input_embeddings()(first_codes.unsqueeze(1))), dim=1)
+        vocab = int(predictor.config.vocab_size)
+        noise = draw_noise(torch, (self.codebooks - 1, vocab), settings, generators, device=inputs.device)
         codes: list[Any] = []
         position = 0
         for step in range(self.codebooks - 1):
@@ -102,7 +104,7 @@ class BatchedTalker:
             hidden = model.norm(hidden)
             position += length
             logits = predictor.lm_head[step](hidden)[:, -1, :].to(dtype=torch.float32)
-            codes.append(sample_rows(torch, logits, settings, generators))
+            codes.append(sample_rows(torch, logits, settings, generators, noise=noise[:, step]))
         return torch.stack(codes, dim=1)
 
     def _layers(self, embeds: Any, position_ids: Any, mask: Any) -> Any:
