@@ -11,8 +11,10 @@ load it with ``load_qwen3_engine`` (bf16 on CUDA), then measure
   p50/p95, real-time factor per stream, aggregate audio seconds per second, underruns against real-time
   playback from each stream's first chunk, the loop's mean batch and step time, and peak GPU memory.
 
+Then the code predictor is captured as CUDA graphs (``predictor_graph``): the capture time, greedy codes
+against the eager ones, and the levels again ("graphs" rows). The talker's own decode step stays eager.
+
 Results go to ``--out`` (JSON and markdown) after every measurement, so a run cut short still reports.
-CUDA graphs are not implemented yet: every figure is eager.
 
     bash bench/gpu/fetch_wheels.sh                   # on the dev machine: the wheels the GPU image lacks
     # then, on the GPU machine (device tool: carry [".whl"]):
@@ -52,6 +54,9 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--budget-s", type=float, default=480, help="start no new measurement after this")
     parser.add_argument("--out", type=Path, default=Path("bench/results/qwen3-gpu"))
+    parser.add_argument("--graphs", action=argparse.BooleanOptionalAction, default=True,
+                        help="after the eager levels, capture the code predictor as CUDA graphs and measure again")
+    parser.add_argument("--graph-levels", default="1,16,64")
     parser.add_argument("--equality-frames", type=int, default=60, help="frames compared with the package")
     parser.add_argument("--profile-level", type=int, default=16, help="profile 40 frames at this many streams; 0: off")
     args = parser.parse_args()
@@ -116,10 +121,53 @@ def _run_model(torch: Any, name: str, args: Any, report: dict[str, Any], save: A
             report["levels"].append(level)
             logging.info("%s %s: %s", name, n, json.dumps(level))
             save()
+        if args.graphs and time.monotonic() - started < args.budget_s:
+            _with_graphs(torch, engine, args, report, save, started)
     finally:
         engine.close()
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()
+
+
+def _with_graphs(torch: Any, engine: Any, args: Any, report: dict[str, Any], save: Any, started: float) -> None:
+    """The code predictor as CUDA graphs: capture time, greedy codes against eager, then the levels again."""
+    from speakwire.engines.qwen3.generation_loop import RowEnd
+
+    def greedy_codes() -> Any:
+        row = engine.open_row(_request(engine, 5, 40, greedy=True))
+        row.feed(TEXT)
+        row.finish()
+        frames = []
+        while not isinstance(event := row.events.get(timeout=120), RowEnd):
+            frames.append(event.codes)
+        return torch.stack(frames).cpu()
+
+    graphs: dict[str, Any] = {}
+    report["cuda_graphs"] = graphs
+    capture = args.device.startswith("cuda")  # on a CPU: the same static predictor, run eagerly
+    label = "graphs" if capture else "static, eager"
+    try:
+        eager = greedy_codes()
+        engine.loop.wait_idle(timeout=60)
+        graphs["capture_s"] = engine.loop.talker.use_static_predictor(capture=capture)
+        captured = greedy_codes()
+        n = min(len(eager), len(captured))
+        same = int((eager[:n] == captured[:n]).all(dim=1).long().cumprod(0).sum())
+        graphs["greedy_codes_equal_frames"] = f"{same} of {n}"
+    except Exception as exc:
+        logging.exception("CUDA graph capture failed")
+        graphs["error"] = f"{type(exc).__name__}: {exc}"
+        engine.loop.talker.static = None
+        return
+    save()
+    for n in [int(x) for x in args.graph_levels.split(",")]:
+        if time.monotonic() - started > args.budget_s or n > engine.memory.slots:
+            break
+        level = _level(torch, engine, n, args.frames, stagger_s=0.0)
+        level["label"] = f"{n} ({label})"
+        report["levels"].append(level)
+        logging.info("graphs %s: %s", n, json.dumps(level))
+        save()
 
 
 def _request(engine: Any, seed: int, frames: int, *, greedy: bool = False) -> Any:
@@ -305,11 +353,11 @@ def _markdown(result: dict[str, Any]) -> str:
         "",
         f"{m.get('gpu', m['device'])}, torch {m['torch']}, Python {m['python']}; {result['frames']} frames "
         f"({result['frames'] * FRAME_S:g} s) per utterance, ICL voice cloning, EOS steered off; "
-        "eager (no CUDA graphs).",
+        "rows marked (graphs) run the code predictor as CUDA graphs, the others eager.",
     ]
     for name, report in result["models"].items():
         lines += ["", f"## {name}", ""]
-        for key in ("error", "memory_plan", "build_s", "load_s", "warm_up_s", "equality", "stopped"):
+        for key in ("error", "memory_plan", "build_s", "load_s", "warm_up_s", "equality", "cuda_graphs", "stopped"):
             if key in report:
                 lines.append(f"- {key}: {report[key]}")
         if report.get("levels"):

@@ -34,6 +34,8 @@ class Settings:
     dtype: str | None = None
     gpu_memory_utilization: float | None = None
     max_batch: int | None = None
+    cuda_graphs: bool = False
+    """Qwen3 on CUDA: capture the code predictor as CUDA graphs at startup (experimental)."""
     """Qwen3: most utterances generating at once (KV slots); None = what the memory budget allows, ≤ 64."""
     api_key: str | None = None
     insecure: bool = False
@@ -73,6 +75,7 @@ class Settings:
             "DEVICE": ("device", str), "DTYPE": ("dtype", str), "LOG_LEVEL": ("log_level", str),
             "WS_IDLE_TIMEOUT": ("ws_idle_timeout_s", float), "MAX_BATCH": ("max_batch", int),
             "PUBLIC_METRICS": ("public_metrics", _flag), "MAX_BODY_BYTES": ("max_body_bytes", int),
+            "CUDA_GRAPHS": ("cuda_graphs", _flag),
         }  # fmt: skip
         for env_name, (attr, kind) in env_map.items():
             raw = environ.get(f"SPEAKWIRE_{env_name}")

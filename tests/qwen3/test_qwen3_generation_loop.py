@@ -264,3 +264,26 @@ def _tensor_count() -> int:
     import torch
 
     return sum(1 for obj in gc.get_objects() if torch.is_tensor(obj))
+
+
+def test_the_static_predictor_for_cuda_graphs_gives_exactly_the_eager_codes(tiny_checkpoints: dict[str, Any]) -> None:
+    """The graph-capturable predictor (static buffers per batch bucket, padded rows), run eagerly on CPU."""
+    from speakwire.engines.qwen3 import load_qwen3_engine
+
+    engine = load_qwen3_engine(str(tiny_checkpoints["custom_voice"]), max_batch=8)
+    try:
+        mixes = [("CustomVoice", {"seed": s, "frames": 20 + 5 * s, "greedy": s % 2 == 0}) for s in range(5)]
+        texts = [TEXT, "Hi there!", "hello world.", TEXT, "this is a test."]
+        eager = [loop_codes(engine, [t], request(engine, v, **o)) for (v, o), t in zip(mixes, texts, strict=True)]
+        engine.loop.talker.use_static_predictor(capture=False)
+        rows = [engine.open_row(request(engine, voice, **opts)) for voice, opts in mixes]
+        for row, text in zip(rows, texts, strict=True):
+            row.feed(text)
+            row.finish()
+        static = [collect(row)[0] for row in rows]  # five rows at once: the 8-row bucket, three rows padding
+        for got, expected in zip(static, eager, strict=True):
+            np.testing.assert_array_equal(got, expected)
+        solo = loop_codes(engine, [texts[1]], request(engine, mixes[1][0], **mixes[1][1]))  # one row: bucket 1
+        np.testing.assert_array_equal(solo, eager[1])
+    finally:
+        engine.close()

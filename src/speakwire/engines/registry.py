@@ -40,5 +40,6 @@ def load_engine(settings: Settings) -> Engine:
             dtype=settings.dtype,
             gpu_memory_utilization=settings.gpu_memory_utilization,
             max_batch=settings.max_batch,
+            cuda_graphs=settings.cuda_graphs,
         )
     raise ValueError(f"unknown engine '{settings.engine}'; choose one of {', '.join(ENGINE_NAMES)}")

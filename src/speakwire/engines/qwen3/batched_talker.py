@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from speakwire.engines.qwen3.kv_slots import SlotKVCache
+from speakwire.engines.qwen3.predictor_graph import PredictorGraphs
 from speakwire.engines.qwen3.sampling import Sampling, draw_noise, sample_rows
 
 
@@ -31,6 +32,19 @@ class BatchedTalker:
         self._predictor = tts.model.talker.code_predictor
         self.cache = cache
         self.codebooks = int(tts.model.config.talker_config.num_code_groups)
+        self._tts = tts
+        self.static: PredictorGraphs | None = None
+        """Static predictors per batch bucket (CUDA graphs once captured); None: the eager loop."""
+
+    def use_static_predictor(self, *, capture: bool) -> float:
+        """Switch the code predictor to static buffers per batch bucket; ``capture`` records CUDA graphs.
+
+        Returns the capture time in seconds. Call while no utterance is running (``GenerationLoop.wait_idle``).
+        """
+        graphs = PredictorGraphs(self._tts, self.cache.slots)
+        seconds = graphs.capture() if capture else 0.0
+        self.static = graphs
+        return seconds
 
     def embed_codes(self, frames: Any) -> Any:
         """(B, 1, D): a frame's 16 codebook embeddings summed (what the talker reads back)."""
@@ -79,10 +93,14 @@ class BatchedTalker:
         torch = self._torch
         predictor = self._predictor
         model = predictor.model
+        vocab = int(predictor.config.vocab_size)
+        noise = draw_noise(torch, (self.codebooks - 1, vocab), settings, generators, device=past_hidden.device)
+        static = self.static.for_batch(len(settings), settings) if self.static is not None else None
+        if static is not None:
+            static.load(past_hidden, first_codes, settings, noise)
+            return static.run()[: len(settings)].clone()
         cache = _GrowingCache()
         inputs = torch.cat((past_hidden, self._talker.get_input_embeddings()(first_codes.unsqueeze(1))), dim=1)
-        vocab = int(predictor.config.vocab_size)
-        noise = draw_noise(torch, (self.codebooks - 1, vocab), settings, generators, device=inputs.device)
         codes: list[Any] = []
         position = 0
         for step in range(self.codebooks - 1):

@@ -373,6 +373,7 @@ def load_qwen3_engine(
     prompt_cache_size: int = 64,
     max_batch: int | None = None,
     max_len: int | None = None,
+    cuda_graphs: bool = False,
 ) -> Qwen3Engine:
     """Load a Qwen3-TTS 12 Hz checkpoint (hub id or local directory) as a streaming engine.
 
@@ -389,6 +390,8 @@ def load_qwen3_engine(
         max_batch: Most utterances generating at once (KV slots); default: what the memory budget allows,
             at most 64.
         max_len: Talker positions per utterance (prompt + frames); default 4096.
+        cuda_graphs: On CUDA, capture the code predictor as CUDA graphs per batch bucket before returning
+            (so before the server's warm-up and /ready). Not yet measured on a GPU: off by default.
 
     Raises:
         MissingExtraError: torch or qwen-tts is not installed.
@@ -420,6 +423,8 @@ def load_qwen3_engine(
         memory_share=share,
     )
     _log_loaded(engine, tts, device, dtype_name, time.perf_counter() - started)
+    if cuda_graphs and device.startswith("cuda"):
+        engine.loop.talker.use_static_predictor(capture=True)  # logs its time
     return engine
 
 
