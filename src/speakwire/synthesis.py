@@ -583,6 +583,8 @@ class _SentenceLabels:
 
     def finish(self, error: SpeakwireError | None) -> list[UtteranceEvent]:
         events: list[UtteranceEvent] = []
+        if error is not None and self._current < 0:
+            events.extend(self._advance())  # failed before any audio: the error still needs a segment to land on
         while self._current < len(self._segments) - 1:
             events.extend(self._advance())
         if self._current >= 0:

@@ -245,3 +245,32 @@ def test_metrics_show_the_generation_loop(custom_server: LiveServer) -> None:
     assert values["speakwire_engine_slots"] == custom_server.state.engine.info.max_concurrent
     assert values["speakwire_engine_steps_total"] > 0 and values["speakwire_engine_step_rows_total"] > 0
     assert values["speakwire_engine_code2wav_chunks_total"] >= values["speakwire_engine_code2wav_calls_total"] > 0
+
+
+async def test_a_generation_failure_reaches_the_websocket_client_and_the_session_goes_on(
+    custom_server: LiveServer, custom_voice_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(hidden: Any) -> None:
+        raise RuntimeError("CUDA error: device-side assert triggered")
+
+    config = {"type": "session.config", "voice": "ryan", "response_format": "pcm", **SHORT}
+    async with connect(f"ws://127.0.0.1:{custom_server.settings.port}/v1/audio/speech/stream") as ws:
+        await ws.send(json.dumps(config))
+
+        async def utterance() -> list[dict[str, Any]]:
+            await ws.send(json.dumps({"type": "input.text", "text": "Hello there, friend."}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            events: list[dict[str, Any]] = []
+            while not events or events[-1]["type"] != "session.done":
+                message = await ws.recv()
+                if not isinstance(message, bytes):
+                    events.append(json.loads(message))
+            return events
+
+        monkeypatch.setattr(custom_voice_engine.tts_model.model.talker.codec_head, "forward", broken)
+        failed = await utterance()
+        monkeypatch.undo()
+        assert any(e["type"] == "audio.done" and e["error"] for e in failed)
+        assert any(e["type"] == "error" and "CUDA error" in e.get("message", "") for e in failed)
+        again = await utterance()
+        assert not [e for e in again if e["type"] == "error"] and any(e["type"] == "audio.done" for e in again)
