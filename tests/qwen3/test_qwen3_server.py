@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -268,7 +269,18 @@ async def test_a_generation_failure_reaches_the_websocket_client_and_the_session
             return events
 
         monkeypatch.setattr(custom_voice_engine.tts_model.model.talker.codec_head, "forward", broken)
-        failed = await utterance()
+        await ws.send(json.dumps({"type": "input.text", "text": "Hello there my friend "}))  # no segment decided yet
+        early: list[dict[str, Any]] = []
+        while not any(e["type"] == "error" for e in early):  # reported while the text is still open
+            message = await asyncio.wait_for(ws.recv(), timeout=30)
+            if not isinstance(message, bytes):
+                early.append(json.loads(message))
+        await ws.send(json.dumps({"type": "input.done"}))
+        failed = early
+        while failed[-1]["type"] != "session.done":
+            message = await ws.recv()
+            if not isinstance(message, bytes):
+                failed.append(json.loads(message))
         monkeypatch.undo()
         assert any(e["type"] == "audio.done" and e["error"] for e in failed)
         assert any(e["type"] == "error" and "CUDA error" in e.get("message", "") for e in failed)
