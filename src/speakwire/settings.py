@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 # so drop-in OpenAI clients work unchanged. Override with --model-alias / --voice-alias.
 OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 OPENAI_VOICE_ALIASES = (
-    "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse",
+    "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse", "marin", "cedar",
 )  # fmt: skip
 
 

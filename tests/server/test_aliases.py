@@ -7,7 +7,7 @@ import httpx
 from speakwire.cli.main import build_parser
 from speakwire.cli.serve import build_settings
 from speakwire.engines.piper import PiperEngine
-from support.live_server import start_server
+from support.live_server import LiveServer, start_server
 
 
 def test_alias_flags_reach_the_server(piper_engine: PiperEngine) -> None:
@@ -25,3 +25,13 @@ def test_alias_flags_reach_the_server(piper_engine: PiperEngine) -> None:
         assert voices["aliases"]["narrator"] == "en_US-joe-medium"
     finally:
         live.stop()
+
+
+def test_every_openai_voice_name_speaks_with_the_default_voice(server: LiveServer) -> None:
+    from speakwire.settings import OPENAI_VOICE_ALIASES
+
+    assert {"marin", "cedar"} <= set(OPENAI_VOICE_ALIASES) and len(OPENAI_VOICE_ALIASES) == 13
+    for voice in OPENAI_VOICE_ALIASES:
+        response = httpx.post(f"{server.url}/v1/audio/speech",
+                              json={"input": "Hi.", "voice": voice, "response_format": "pcm"}, timeout=60)  # fmt: skip
+        assert response.status_code == 200 and len(response.content) > 0, voice
