@@ -1,0 +1,218 @@
+"""Soak: does the server's memory stay put under mixed, messy traffic? (not in CI; ~30 minutes by default)
+
+Starts ``speakwire serve`` (the embedded Piper voice) on a free loopback port, warms it up, records its
+resident memory, then drives ``--clients`` concurrent clients for ``--minutes`` with a mix of what real
+traffic brings: long inputs (up to the 10,000-character limit), text without punctuation, odd text
+(control characters, lone surrogates, emoji, CJK, numbers and symbols), WebSocket utterances fed like an
+LLM and cancelled mid-way, and HTTP streams abandoned after their first bytes. It samples the server's
+RSS (``/proc/PID/status``) every ``--sample-s`` seconds and writes the series, the peak and the final
+value against the warm-up baseline to ``--out`` (JSON and markdown).
+
+    python bench/soak.py --minutes 30 --out bench/results/soak-2core
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import random
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from websockets.asyncio.client import connect
+
+WORDS = (
+    "the", "order", "shipped", "this", "morning", "and", "should", "arrive", "on", "tuesday", "is", "there",
+    "anything", "else", "I", "can", "help", "you", "with", "today", "thanks", "for", "calling", "your", "account",
+    "number", "ends", "in", "four", "two", "seven",
+)  # fmt: skip
+ODD = ["Hello\x00 there\x07.", "Caf\u00e9 \ud800 cr\u00e8me br\u00fbl\u00e9e!", "\u200b\u202eevil\u202c text.",
+       "Emoji \U0001f600\U0001f680 time.", "\u4f60\u597d\uff0c\u4e16\u754c\u3002", "$3.50, 1,000 km/h @ 3:30 p.m.",
+       "!!!???...", "a" * 300, "Line one.\r\nLine two.\x0bThree."]  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--sample-s", type=float, default=10.0)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/soak"))
+    args = parser.parse_args()
+
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "speakwire", "serve", "--port", str(port), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _wait_ready(base)
+        result = asyncio.run(_soak(base, server.pid, args))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    result["machine"] = {"platform": platform.platform(), "python": platform.python_version()}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / "results.md").write_text(_markdown(result))
+    print(_markdown(result))
+
+
+async def _soak(base: str, pid: int, args: Any) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=base, timeout=120) as http:
+        for _ in range(3):  # warm-up: every kind once
+            await _long(http, random.Random(0))
+            await _odd(http, random.Random(0))
+    await asyncio.sleep(2)
+    baseline = _rss_mib(pid)
+    counts: dict[str, int] = {}
+    errors: dict[str, int] = {}
+    samples = [(0.0, baseline)]
+    started = time.monotonic()
+    deadline = started + args.minutes * 60
+
+    async def client(seed: int) -> None:
+        rng = random.Random(seed)
+        kinds = [_long, _unpunctuated, _odd, _cancelled_ws, _abandoned_http, _ws_llm]
+        async with httpx.AsyncClient(base_url=base, timeout=120) as http:
+            while time.monotonic() < deadline:
+                kind = rng.choice(kinds)
+                try:
+                    await kind(http, rng)
+                    counts[kind.__name__] = counts.get(kind.__name__, 0) + 1
+                except Exception as exc:  # count, and keep going: the soak is about the server
+                    key = f"{kind.__name__}: {type(exc).__name__}"
+                    errors[key] = errors.get(key, 0) + 1
+
+    async def sampler() -> None:
+        while time.monotonic() < deadline:
+            await asyncio.sleep(args.sample_s)
+            samples.append((round(time.monotonic() - started, 1), _rss_mib(pid)))
+
+    await asyncio.gather(sampler(), *(client(i) for i in range(args.clients)))
+    await asyncio.sleep(5)  # let the last requests' buffers go
+    final = _rss_mib(pid)
+    peak = max(rss for _, rss in samples)
+    return {
+        "minutes": args.minutes,
+        "clients": args.clients,
+        "baseline_mib": baseline,
+        "final_mib": final,
+        "peak_mib": peak,
+        "final_over_baseline": final / baseline,
+        "requests": counts,
+        "client_errors": errors,
+        "samples": samples,
+    }
+
+
+async def _long(http: httpx.AsyncClient, rng: random.Random) -> None:
+    text = ". ".join(" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(70))[:9_900] + "."
+    response = await http.post("/v1/audio/speech", json={"input": text, "response_format": "mp3"})
+    response.raise_for_status()
+
+
+async def _unpunctuated(http: httpx.AsyncClient, rng: random.Random) -> None:
+    text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(50, 400)))
+    response = await http.post("/v1/audio/speech", json={"input": text, "response_format": "opus"})
+    response.raise_for_status()
+
+
+async def _odd(http: httpx.AsyncClient, rng: random.Random) -> None:
+    body = json.dumps({"input": " ".join(rng.sample(ODD, 3)), "response_format": "wav"}, ensure_ascii=True)
+    response = await http.post("/v1/audio/speech", content=body, headers={"Content-Type": "application/json"})
+    if response.status_code not in (200, 400):  # 400: nothing speakable left, said as such
+        response.raise_for_status()
+
+
+async def _abandoned_http(http: httpx.AsyncClient, rng: random.Random) -> None:
+    text = " ".join(rng.choice(WORDS) for _ in range(200)) + "."
+    body = {"input": text, "response_format": "pcm", "stream_format": "audio"}
+    async with http.stream("POST", "/v1/audio/speech", json=body) as response:
+        async for _ in response.aiter_bytes():
+            break  # the client hangs up after its first bytes
+
+
+def _ws(http: httpx.AsyncClient) -> Any:
+    return connect(str(http.base_url).rstrip("/").replace("http://", "ws://") + "/v1/audio/speech/stream")
+
+
+async def _cancelled_ws(http: httpx.AsyncClient, rng: random.Random) -> None:
+    async with _ws(http) as ws:
+        await ws.send(json.dumps({"type": "session.config", "response_format": "pcm"}))
+        for _ in range(rng.randint(3, 12)):
+            await ws.send(json.dumps({"type": "input.text", "text": " ".join(rng.sample(WORDS, 5)) + ", "}))
+        await ws.recv()
+        await ws.send(json.dumps({"type": "input.cancel"}))
+        await _drain_until(ws, "input.cancelled")
+
+
+async def _ws_llm(http: httpx.AsyncClient, rng: random.Random) -> None:
+    async with _ws(http) as ws:
+        await ws.send(json.dumps({"type": "session.config", "response_format": "pcm"}))
+        for _ in range(rng.randint(5, 20)):
+            await ws.send(json.dumps({"type": "input.text", "text": " ".join(rng.sample(WORDS, 5)) + " "}))
+            await asyncio.sleep(0.05)
+        await ws.send(json.dumps({"type": "input.done"}))
+        await _drain_until(ws, "session.done")
+
+
+async def _drain_until(ws: Any, kind: str) -> None:
+    while True:
+        message = await ws.recv()
+        if isinstance(message, str) and json.loads(message).get("type") == kind:
+            return
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def _wait_ready(base: str) -> None:
+    for _ in range(600):
+        try:
+            if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("server did not become ready")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "# Soak: server memory under mixed traffic (embedded Piper voice)",
+        "",
+        f"{result['minutes']:g} minutes, {result['clients']} concurrent clients; {result['machine']['platform']}.",
+        "",
+        f"- RSS after warm-up: {result['baseline_mib']:.0f} MiB; peak {result['peak_mib']:.0f} MiB; "
+        f"final {result['final_mib']:.0f} MiB (**{result['final_over_baseline']:.2f}×** the warm-up figure).",
+        f"- Requests: {json.dumps(result['requests'])}",
+        f"- Client-side errors: {json.dumps(result['client_errors']) if result['client_errors'] else 'none'}",
+        "",
+        "| minute | RSS MiB |",
+        "|---:|---:|",
+    ]
+    for at, rss in result["samples"][:: max(1, len(result["samples"]) // 30)]:
+        lines.append(f"| {at / 60:.1f} | {rss:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
