@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from speakwire.engines.qwen3.kv_slots import SlotKVCache
-from speakwire.engines.qwen3.predictor_graph import PredictorGraphs
+from speakwire.engines.qwen3.predictor_graph import PredictorGraphs, predictor_logits
 from speakwire.engines.qwen3.sampling import Sampling, draw_noise, sample_rows
 
 
@@ -87,8 +87,7 @@ class BatchedTalker:
     ) -> Any:
         """Codebooks 1..15 for each row's frame: (B, 15) long, sampled with each row's subtalker settings.
 
-        The predictor's decoder layers run directly (as ``generate`` runs them: no mask, causal prompt of
-        two positions, then one position per codebook), without ``generate``'s per-call set-up.
+        Each codebook is one ``predictor_logits`` forward, without ``generate``'s per-call set-up.
         """
         torch = self._torch
         predictor = self._predictor
@@ -106,22 +105,10 @@ class BatchedTalker:
         for step in range(self.codebooks - 1):
             if step:
                 inputs = model.get_input_embeddings()[step - 1](codes[-1].unsqueeze(1))
-            hidden = predictor.small_to_mtp_projection(inputs)
-            length = hidden.shape[1]
-            positions = torch.arange(position, position + length, device=hidden.device).unsqueeze(0)
-            embeddings = model.rotary_emb(hidden, positions)
-            for layer in model.layers:
-                hidden = layer(
-                    hidden,
-                    attention_mask=None,
-                    position_ids=positions,
-                    past_key_values=cache,
-                    use_cache=True,
-                    position_embeddings=embeddings,
-                )[0]
-            hidden = model.norm(hidden)
+            length = inputs.shape[1]
+            positions = torch.arange(position, position + length, device=inputs.device).unsqueeze(0)
+            logits = predictor_logits(torch, predictor, inputs, positions, cache, step)
             position += length
-            logits = predictor.lm_head[step](hidden)[:, -1, :].to(dtype=torch.float32)
             codes.append(sample_rows(torch, logits, settings, generators, noise=noise[:, step]))
         return torch.stack(codes, dim=1)
 

@@ -24,6 +24,28 @@ logger = logging.getLogger(__name__)
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 
 
+def predictor_logits(torch: Any, predictor: Any, inputs: Any, positions: Any, cache: Any, step: int) -> Any:
+    """One code-predictor forward for codebook ``step + 1``: last-position logits (B, V) in float32.
+
+    Its decoder layers run directly, as ``generate`` runs them (no mask: a causal prompt of two positions,
+    then one position per codebook), with ``cache`` taking each layer's keys and values.
+    """
+    model = predictor.model
+    hidden = predictor.small_to_mtp_projection(inputs)
+    embeddings = model.rotary_emb(hidden, positions)
+    for layer in model.layers:
+        hidden = layer(
+            hidden,
+            attention_mask=None,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            position_embeddings=embeddings,
+        )[0]
+    hidden = model.norm(hidden)
+    return predictor.lm_head[step](hidden)[:, -1, :].to(dtype=torch.float32)
+
+
 class _StaticCache:
     """16 positions of keys and values per layer; ``update`` writes at ``position`` and returns what is written."""
 
@@ -120,21 +142,8 @@ class StaticPredictor:
         for step in range(self.codebooks - 1):
             if step:
                 inputs = model.get_input_embeddings()[step - 1](self.codes[:, step - 1 : step])
-            hidden = predictor.small_to_mtp_projection(inputs)
-            positions = self._positions[step]
-            embeddings = model.rotary_emb(hidden, positions)
-            for layer in model.layers:
-                hidden = layer(
-                    hidden,
-                    attention_mask=None,
-                    position_ids=positions,
-                    past_key_values=cache,
-                    use_cache=True,
-                    position_embeddings=embeddings,
-                )[0]
-            cache.position += hidden.shape[1]
-            hidden = model.norm(hidden)
-            logits = predictor.lm_head[step](hidden)[:, -1, :].to(dtype=torch.float32)
+            logits = predictor_logits(torch, predictor, inputs, self._positions[step], cache, step)
+            cache.position += inputs.shape[1]
             self.codes[:, step] = self._sample(logits, step)
         return self.codes
 
