@@ -34,6 +34,7 @@ from speakwire.audio.resample import StreamResampler
 from speakwire.engines.base import Engine, SynthesisRequest, TextStream, TextStreamingEngine
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.scheduler import Job, Scheduler
+from speakwire.text.alignment import WordTiming
 from speakwire.text.hygiene import clean_text
 from speakwire.text.normalize import normalize_english
 from speakwire.text.segmenter import ChunkSchedule, Granularity, Segment, Segmenter
@@ -71,6 +72,8 @@ class AudioReady:
     index: int
     samples: Float32Array
     """Mono float32 at the utterance's output rate."""
+    words: tuple[WordTiming, ...] = ()
+    """Words whose audio starts in these samples, when the engine can align (see ``text.alignment``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +299,11 @@ class Utterance:
         if not self._released:
             self._released = True
             self._pipeline._release()
+
+    @property
+    def released(self) -> bool:
+        """True once ``close`` has given the stream slot back."""
+        return self._released
 
     @property
     def done(self) -> bool:

@@ -8,6 +8,7 @@ engine stop even sooner, inside a long model call).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -75,6 +76,10 @@ class SynthesisRequest:
     or little audio buffered). Engines may then spend extra compute to produce the first samples sooner."""
     cancelled: threading.Event = field(default_factory=threading.Event)
     """Set by the pipeline when the client is gone or cancelled; engines check it between steps."""
+
+    def fresh(self) -> SynthesisRequest:
+        """A copy for a new utterance: its own cancel event and its own ``extra`` (engines write to it)."""
+        return dataclasses.replace(self, cancelled=threading.Event(), extra=dict(self.extra))
 
 
 @runtime_checkable

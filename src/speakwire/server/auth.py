@@ -1,4 +1,9 @@
-"""Optional API key for HTTP routes (``Authorization: Bearer <key>``); only the probes stay open.
+"""Optional API key for HTTP routes; only the probes stay open.
+
+The key travels in whichever header the client's protocol uses for its vendor's key
+(``offered_key``): ``Authorization: Bearer`` (OpenAI, Cartesia), ``Authorization: Token``
+(Deepgram), ``xi-api-key`` (ElevenLabs) or ``X-API-Key`` (Cartesia's older clients), so every
+dialect's SDK authenticates with its own api_key setting.
 
 /metrics and the API docs say a lot about a deployment (traffic, voices, versions), so with a key they
 need it too — Prometheus sends it with ``authorization: {credentials: KEY}`` — unless the operator opens
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Mapping
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -27,6 +33,32 @@ def bearer_token(header: str | None) -> str | None:
     if header and header[:7].lower() == "bearer ":
         return header[7:].strip()
     return None
+
+
+KEY_HEADERS = ("xi-api-key", "x-api-key")
+"""Vendor key headers, besides ``Authorization``, that carry our key."""
+KEY_QUERY_PARAMS = ("api_key", "xi-api-key", "token", "access_token")
+"""Query parameters that carry it, for clients that cannot set headers (browsers' WebSocket)."""
+
+
+def authorization_key(header: str | None) -> str | None:
+    """The credential of ``Authorization: Bearer <key>`` or ``Authorization: Token <key>`` (Deepgram)."""
+    if not header:
+        return None
+    scheme, _, credential = header.strip().partition(" ")
+    if scheme.lower() in ("bearer", "token") and credential.strip():
+        return credential.strip()
+    return None
+
+
+def offered_key(headers: Mapping[str, str], query: Mapping[str, str] | None = None) -> str | None:
+    """The API key a request offers in any header (or query parameter) a supported protocol uses."""
+    key = authorization_key(headers.get("authorization"))
+    for name in KEY_HEADERS:
+        key = key or headers.get(name) or None
+    for name in KEY_QUERY_PARAMS:
+        key = key or (query or {}).get(name) or None
+    return key
 
 
 class ApiKeyMiddleware:
@@ -45,7 +77,7 @@ class ApiKeyMiddleware:
             await self.app(scope, receive, send)
             return
         headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
-        if key_matches(self.api_key, bearer_token(headers.get("authorization"))):
+        if key_matches(self.api_key, offered_key(headers)):
             await self.app(scope, receive, send)
             return
         body = json.dumps(

@@ -24,7 +24,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from speakwire.audio.chunk import float_to_int16_bytes
 from speakwire.encoders.registry import encode_file
 from speakwire.errors import NotReadyError, PayloadTooLargeError, SpeakwireError, TooBusyError
-from speakwire.server.auth import bearer_token, key_matches
+from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.options import ResolvedSpeech, resolve_speech
 from speakwire.server.state import ServerState
 from speakwire.server.stream import protocol as p
@@ -67,7 +67,7 @@ class StreamSession:
     async def run(self) -> None:
         await self.ws.accept()
         if not self._authorized:
-            offered = bearer_token(self.ws.headers.get("authorization")) or self.ws.query_params.get("api_key")
+            offered = offered_key(self.ws.headers, self.ws.query_params)
             self._authorized = key_matches(self.state.settings.api_key or "", offered)
         try:
             await self._await_config()
