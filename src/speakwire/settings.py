@@ -14,6 +14,10 @@ OPENAI_VOICE_ALIASES = (
 )  # fmt: skip
 
 
+PRESET_SPEAKER_ALIASES = ("Vivian", "Serena", "Uncle_Fu", "Dylan", "Eric", "Ryan", "Aiden", "Ono_Anna", "Sohee")
+"""Qwen3-TTS CustomVoice speakers: on an engine without them they mean its default voice, so clients
+written for a Qwen3 server (the AWS sample sends ``voice: "Vivian"``) work against a laptop's Piper."""
+
 
 
 def _flag(raw: str) -> bool:
@@ -52,6 +56,8 @@ class Settings:
     max_queue: int = 64
     model_aliases: dict[str, str] = field(default_factory=dict)
     voice_aliases: dict[str, str] = field(default_factory=dict)
+    preset_voice_aliases: bool = True
+    """OpenAI voice names and Qwen3 preset speakers the engine lacks alias to its default voice."""
     ws_idle_timeout_s: float = 30.0
     ws_config_timeout_s: float = 10.0
     allow_remote_ref_audio: bool = False
@@ -75,7 +81,7 @@ class Settings:
             "DEVICE": ("device", str), "DTYPE": ("dtype", str), "LOG_LEVEL": ("log_level", str),
             "WS_IDLE_TIMEOUT": ("ws_idle_timeout_s", float), "MAX_BATCH": ("max_batch", int),
             "PUBLIC_METRICS": ("public_metrics", _flag), "MAX_BODY_BYTES": ("max_body_bytes", int),
-            "CUDA_GRAPHS": ("cuda_graphs", _flag),
+            "CUDA_GRAPHS": ("cuda_graphs", _flag), "PRESET_VOICE_ALIASES": ("preset_voice_aliases", _flag),
         }  # fmt: skip
         for env_name, (attr, kind) in env_map.items():
             raw = environ.get(f"SPEAKWIRE_{env_name}")

@@ -47,6 +47,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="ALIAS=VOICE",
         help="Map a voice name to one of the engine's voices, e.g. alloy=Vivian (repeatable).",
     )
+    p.add_argument(
+        "--no-preset-voice-aliases",
+        action="store_true",
+        help="Answer 404 for OpenAI voice names and Qwen3 preset speakers (Vivian, Ryan, ...) the engine lacks, "
+        "instead of speaking them with the default voice.",
+    )
     p.add_argument("--sagemaker", action="store_true", help="SageMaker container mode: 0.0.0.0:8080, /ping.")
     p.add_argument("--log-level", default=os.environ.get("SPEAKWIRE_LOG_LEVEL", "info"),
                    choices=("critical", "error", "warning", "info", "debug"))  # fmt: skip
@@ -87,6 +93,7 @@ def build_settings(args: argparse.Namespace) -> Settings:
         allow_remote_ref_audio=args.allow_remote_ref_audio or None, log_level=args.log_level,
         model_aliases=_aliases(args.model_alias, "--model-alias") or None,
         voice_aliases=_aliases(args.voice_alias, "--voice-alias") or None,
+        preset_voice_aliases=False if args.no_preset_voice_aliases else None,
     )  # fmt: skip
     if args.voice and settings.engine != "piper":
         raise SystemExit("--voice is a Piper voice file; use --model with --engine qwen3")

@@ -20,7 +20,7 @@ from speakwire.encoders.registry import AUDIO_FORMATS, default_sample_rate
 from speakwire.engines.base import Engine, SynthesisRequest
 from speakwire.errors import BadRequestError, NotFoundError
 from speakwire.server.state import ServerState
-from speakwire.settings import OPENAI_VOICE_ALIASES
+from speakwire.settings import OPENAI_VOICE_ALIASES, PRESET_SPEAKER_ALIASES
 from speakwire.voices.models import SavedVoice
 
 MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 8000, 48000
@@ -79,14 +79,16 @@ def check_model(state: ServerState, engine: Engine, model: str | None) -> None:
 
 
 def _resolve_voice(state: ServerState, engine: Engine, voice: str | None) -> str | None:
-    """Map OpenAI voice names to the default voice; on models without speakers (Qwen3 Base, VoiceDesign)
-    they mean "the default" too, so drop-in clients that always send a voice keep working."""
+    """Map preset names (OpenAI's voices, Qwen3's speakers) to the default voice; on models without
+    speakers (Qwen3 Base, VoiceDesign) they mean "the default" too, so drop-in clients that always
+    send a voice keep working."""
     if voice is None:
         return None
     aliases = state.voice_aliases(engine.info)
     if voice.lower() in aliases:
         return aliases[voice.lower()]
-    if not engine.info.voices and voice.lower() in OPENAI_VOICE_ALIASES:
+    presets = {name.lower() for name in (*OPENAI_VOICE_ALIASES, *PRESET_SPEAKER_ALIASES)}
+    if not engine.info.voices and state.settings.preset_voice_aliases and voice.lower() in presets:
         return None
     return voice
 

@@ -17,7 +17,7 @@ from speakwire.errors import NotReadyError
 from speakwire.scheduler import Scheduler
 from speakwire.server.metrics import SpeechMetrics
 from speakwire.server.voices.library import VoiceLibrary
-from speakwire.settings import OPENAI_MODEL_ALIASES, OPENAI_VOICE_ALIASES, Settings
+from speakwire.settings import OPENAI_MODEL_ALIASES, OPENAI_VOICE_ALIASES, PRESET_SPEAKER_ALIASES, Settings
 from speakwire.synthesis import SynthesisPipeline
 
 logger = logging.getLogger(__name__)
@@ -138,7 +138,17 @@ class ServerState:
         return aliases
 
     def voice_aliases(self, info: EngineInfo) -> dict[str, str]:
-        """OpenAI voice names → this engine's default voice (configurable)."""
-        aliases = {name: info.default_voice for name in OPENAI_VOICE_ALIASES} if info.voices else {}
+        """Lower-cased voice names → one of this engine's voices.
+
+        OpenAI's voice names and Qwen3's preset speakers mean the default voice on an engine that has
+        no voice of that name (``--no-preset-voice-aliases`` turns this off); ``--voice-alias`` entries
+        are added on top. A preset alias never hides a voice the engine really has.
+        """
+        aliases: dict[str, str] = {}
+        if info.voices and self.settings.preset_voice_aliases:
+            own = {voice.lower() for voice in info.voices}
+            for name in (*OPENAI_VOICE_ALIASES, *PRESET_SPEAKER_ALIASES):
+                if name.lower() not in own:
+                    aliases[name.lower()] = info.default_voice
         aliases.update({k.lower(): v for k, v in self.settings.voice_aliases.items()})
         return aliases

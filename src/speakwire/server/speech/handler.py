@@ -37,7 +37,20 @@ def usage_body(usage: Usage) -> dict[str, object]:
     }
 
 
-async def create_speech(state: ServerState, body: SpeechRequest, *, protocol: str = "http") -> Response:
+_logged_ignored: set[str] = set()
+
+
+def _note_ignored(fields: list[str]) -> None:
+    """Log each unknown field name once per process: enough to notice a client's habit, not a flood."""
+    new = [name for name in fields if name not in _logged_ignored]
+    if new:
+        _logged_ignored.update(new)
+        logger.info("ignoring request fields this server does not use: %s", ", ".join(new))
+
+
+async def create_speech(
+    state: ServerState, body: SpeechRequest, *, protocol: str = "http", accept: str = ""
+) -> Response:
     engine, pipeline, metrics = state.require_ready()
     text = body.input
     if not text.strip():
@@ -66,7 +79,10 @@ async def create_speech(state: ServerState, body: SpeechRequest, *, protocol: st
     utterance.feed(text)
     utterance.finish()
     headers = audio_headers(rate)
-    delivery = body.delivery()
+    if body.ignored_fields:
+        _note_ignored(body.ignored_fields)
+        headers["X-Ignored-Fields"] = ", ".join(body.ignored_fields)
+    delivery = body.delivery(accept)
     if delivery == "file":
         try:
             return await _whole_file(utterance, fmt, rate, headers)

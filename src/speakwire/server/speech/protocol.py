@@ -1,18 +1,24 @@
-"""Request schema of ``POST /v1/audio/speech`` (OpenAI fields plus vLLM-Omni's Qwen3 fields)."""
+"""Request schema of ``POST /v1/audio/speech`` (OpenAI fields plus vLLM-Omni's Qwen3 fields).
+
+It behaves as OpenAI's endpoint does for the clients built on it (pipecat, LiveKit, RealtimeTTS):
+fields it does not know (``temperature``, ``top_p`` from RealtimeTTS, newer OpenAI fields) are
+accepted and ignored — the handler names them in ``X-Ignored-Fields`` and logs each name once —
+and ``null`` means the field is absent.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from speakwire.server.options import SpeechOptions, voice_name
 
 
 class SpeechRequest(BaseModel):
-    """Unknown fields are refused (400) rather than silently ignored, as OpenAI does."""
+    """One speech request; unknown fields are kept aside in ``ignored_fields`` rather than refused."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")
 
     input: str = Field(description="Text to speak.")
     model: str | None = Field(None, description="Served model id or an OpenAI alias (tts-1, ...).")
@@ -34,6 +40,19 @@ class SpeechRequest(BaseModel):
     seed: int | None = None
     initial_codec_chunk_frames: int | None = Field(None, ge=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_absent(cls, data: Any) -> Any:
+        """``"instructions": null`` (RealtimeTTS) or ``"response_format": null`` take the default."""
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
+
+    @property
+    def ignored_fields(self) -> list[str]:
+        """Names the client sent that this server does not use, sorted."""
+        return sorted(self.model_extra or {})
+
     def options(self) -> SpeechOptions:
         return SpeechOptions(
             model=self.model,
@@ -53,8 +72,20 @@ class SpeechRequest(BaseModel):
             initial_codec_chunk_frames=self.initial_codec_chunk_frames,
         )
 
-    def delivery(self) -> Literal["file", "audio", "sse"]:
-        """How the audio goes back: ``stream_format`` wins; ``stream: true`` alone means SSE."""
+    def delivery(self, accept: str = "") -> Literal["file", "audio", "sse"]:
+        """How the audio goes back, as OpenAI does it: streamed as it is produced unless asked otherwise.
+
+        ``stream_format`` wins. Without it the audio streams raw (OpenAI's default ``audio``), so
+        pipecat's ``response_format: "pcm"`` request hears its first words while the rest is made.
+        ``stream: true`` (vLLM-Omni) means SSE only for a client that accepts ``text/event-stream``
+        (vLLM-Omni's later API); RealtimeTTS sends it and wants raw ``audio/pcm``. WAV without either
+        is sent whole, so its header states real sizes; ``stream_format: "audio"`` streams it with
+        unknown sizes.
+        """
         if self.stream_format is not None:
             return self.stream_format
-        return "sse" if self.stream else "file"
+        if self.stream and "text/event-stream" in accept.lower():
+            return "sse"
+        if self.response_format.lower() == "wav" and not self.stream:
+            return "file"
+        return "audio"

@@ -91,4 +91,4 @@ async def speech(request: Request) -> Response:
         body = SpeechRequest.model_validate(fields)
     except ValidationError as exc:
         raise RequestValidationError(exc.errors()) from exc
-    return await create_speech(request.app.state.speakwire, body)
+    return await create_speech(request.app.state.speakwire, body, accept=request.headers.get("accept", ""))
