@@ -64,6 +64,8 @@ class Settings:
     data_dir: str | None = None
     max_voices: int | None = None
     """Saved-voice cap; None = ``SPEAKWIRE_MAX_VOICES`` or 1000."""
+    wyoming_port: int | None = None
+    """Also serve the Wyoming protocol (Home Assistant) on this TCP port of ``host``; None = off (10200 is usual)."""
     sagemaker: bool = False
     sagemaker_default_route: str = "/v1/audio/speech"
     warmup: bool = True
@@ -82,6 +84,7 @@ class Settings:
             "WS_IDLE_TIMEOUT": ("ws_idle_timeout_s", float), "MAX_BATCH": ("max_batch", int),
             "PUBLIC_METRICS": ("public_metrics", _flag), "MAX_BODY_BYTES": ("max_body_bytes", int),
             "CUDA_GRAPHS": ("cuda_graphs", _flag), "PRESET_VOICE_ALIASES": ("preset_voice_aliases", _flag),
+            "WYOMING_PORT": ("wyoming_port", int),
         }  # fmt: skip
         for env_name, (attr, kind) in env_map.items():
             raw = environ.get(f"SPEAKWIRE_{env_name}")

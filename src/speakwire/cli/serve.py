@@ -53,6 +53,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="Answer 404 for OpenAI voice names and Qwen3 preset speakers (Vivian, Ryan, ...) the engine lacks, "
         "instead of speaking them with the default voice.",
     )
+    p.add_argument("--wyoming-port", type=int, metavar="PORT",
+                   help="Also serve Wyoming (Home Assistant) TTS on this TCP port (10200 is usual; default off).")
     p.add_argument("--sagemaker", action="store_true", help="SageMaker container mode: 0.0.0.0:8080, /ping.")
     p.add_argument("--log-level", default=os.environ.get("SPEAKWIRE_LOG_LEVEL", "info"),
                    choices=("critical", "error", "warning", "info", "debug"))  # fmt: skip
@@ -93,7 +95,7 @@ def build_settings(args: argparse.Namespace) -> Settings:
         allow_remote_ref_audio=args.allow_remote_ref_audio or None, log_level=args.log_level,
         model_aliases=_aliases(args.model_alias, "--model-alias") or None,
         voice_aliases=_aliases(args.voice_alias, "--voice-alias") or None,
-        preset_voice_aliases=False if args.no_preset_voice_aliases else None,
+        preset_voice_aliases=False if args.no_preset_voice_aliases else None, wyoming_port=args.wyoming_port,
     )  # fmt: skip
     if args.voice and settings.engine != "piper":
         raise SystemExit("--voice is a Piper voice file; use --model with --engine qwen3")
@@ -111,6 +113,13 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"refusing to listen on {settings.host} without an API key: pass --api-key (or SPEAKWIRE_API_KEY), "
             "or --insecure to serve without one",
+            file=sys.stderr,
+        )
+        return 2
+    if settings.wyoming_port is not None and not _is_loopback(settings.host) and not settings.insecure:
+        print(
+            f"refusing to serve Wyoming on {settings.host}: the protocol has no authentication (--api-key does not "
+            "cover it); pass --insecure to serve it anyway, or bind a loopback --host",
             file=sys.stderr,
         )
         return 2

@@ -13,6 +13,8 @@ from speakwire.engines.base import Engine
 from speakwire.server import info
 from speakwire.server.auth import ApiKeyMiddleware
 from speakwire.server.body_limit import BodyLimitMiddleware
+from speakwire.server.cartesia import router as cartesia_router
+from speakwire.server.deepgram import router as deepgram_router
 from speakwire.server.errors import install_error_handlers
 from speakwire.server.redaction import install_log_redaction
 from speakwire.server.sagemaker import router as sagemaker_router
@@ -21,6 +23,7 @@ from speakwire.server.speech import router as speech_router
 from speakwire.server.state import ServerState
 from speakwire.server.stream import router as stream_router
 from speakwire.server.voices import router as voices_router
+from speakwire.server.wyoming.listener import WyomingListener
 from speakwire.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -30,6 +33,9 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
     """Build the app; the engine loads in the background at startup (or ``engine`` is used as given)."""
     settings = settings or Settings()
     state = ServerState(settings)
+    wyoming = WyomingListener(state) if settings.wyoming_port is not None else None
+    if wyoming is not None:
+        state.ready_hooks.append(wyoming.start)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -38,6 +44,8 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
         try:
             yield
         finally:
+            if wyoming is not None:
+                await wyoming.stop()  # its connections' synthesis ends before the scheduler closes
             await state.stop()
 
     app = FastAPI(
@@ -53,6 +61,8 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
     app.include_router(stream_router.router)
     app.include_router(sagemaker_router.router)
     app.include_router(voices_router.router)
+    app.include_router(cartesia_router.router)
+    app.include_router(deepgram_router.router)
     if settings.api_key:
         app.add_middleware(
             ApiKeyMiddleware,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +39,9 @@ class ServerState:
     """``speakwire serve`` stops the server here, so a process that cannot serve exits instead of answering 503."""
     _owns_engine: bool = False
     """The server loaded the engine itself (and closes it); an engine handed in belongs to the caller."""
+    ready_hooks: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Awaited once the engine is ready, before /ready turns 200 (the Wyoming listener binds here); one that
+    raises fails the start like an engine that cannot load."""
 
     # ----- lifetime ---------------------------------------------------------------------
 
@@ -74,6 +77,8 @@ class ServerState:
                 started = time.perf_counter()
                 await asyncio.to_thread(self._warm_up, engine)
                 warm_up_s = time.perf_counter() - started
+            for hook in self.ready_hooks:
+                await hook()
             self.ready = True
             logger.info(
                 "ready: engine %s, model %s, %d worker(s), %d stream(s) at once, %d Hz native; warm-up %.2f s",

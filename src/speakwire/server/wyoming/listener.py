@@ -1,0 +1,427 @@
+"""The Wyoming TCP listener: ``asyncio.start_server`` in the HTTP server's event loop, over the same pipeline.
+
+Each connection reads events without ever waiting for synthesis (a stream's text joins its utterance as it
+arrives). Everything a connection sends about synthesis (audio, ``synthesize-stopped``, errors) goes out in
+request order: every request gets a *speaker* task that waits for the previous one, while its own
+utterance is admitted and starts synthesizing at once. ``info`` and ``pong`` answer straight away.
+
+A closed connection cancels its synthesis: an end of input (the client half-closed, or left) stops reading
+and lets the requests already made finish, and the first write that fails cancels everything. Every task
+and admission slot is released when the connection ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import speakwire
+from speakwire.audio.chunk import float_to_int16_bytes
+from speakwire.errors import NotFoundError, NotReadyError, PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.server.options import ResolvedSpeech, SpeechOptions, resolve_speech
+from speakwire.server.state import ServerState
+from speakwire.server.stream.protocol import MAX_SESSION_CHARS
+from speakwire.server.turns import close_utterance, open_utterance
+from speakwire.server.wyoming import protocol as p
+from speakwire.synthesis import AudioReady, SegmentFinished, SegmentStarted, Utterance, UtteranceFinished
+from speakwire.text.hygiene import clean_text, is_speakable
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL = "wyoming"
+"""The ``protocol`` label of this listener's metrics."""
+READ_SIZE = 64 * 1024
+
+
+class _Closed(Exception):
+    """The client can no longer be written to."""
+
+
+class WyomingListener:
+    """Serves Wyoming on ``settings.host:settings.wyoming_port`` while the server runs."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._voice_language: str | None = None
+
+    @property
+    def port(self) -> int | None:
+        """The bound port (differs from the setting when that is 0), None before ``start``."""
+        if self._server is None or not self._server.sockets:
+            return None
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    async def start(self) -> None:
+        """Bind and serve; call once the engine is loaded (raises ``RuntimeError`` if the port is taken)."""
+        engine = self.state.engine  # loaded; ``ready`` turns true only after this hook
+        assert engine is not None
+        self._voice_language = await asyncio.to_thread(_voice_file_language, engine.info.extra.get("voice_path"))
+        host, port = self.state.settings.host, self.state.settings.wyoming_port or 0
+        try:
+            self._server = await asyncio.start_server(self._serve, host, port)
+        except OSError as exc:
+            raise RuntimeError(f"cannot listen for Wyoming on tcp://{host}:{port}: {exc.strerror or exc}") from exc
+        logger.info(
+            "wyoming: listening on tcp://%s:%d (%d voice(s), streaming synthesis)",
+            host, self.port, len(engine.info.voices),
+        )  # fmt: skip
+
+    async def stop(self) -> None:
+        """Stop accepting, end every connection (cancelling its synthesis) and wait until they are gone."""
+        if self._server is None:
+            return
+        self._server.close()
+        connections = list(self._connections)
+        for task in connections:
+            task.cancel()
+        for task in connections:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._server.wait_closed(), timeout=5)
+        self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await WyomingConnection(self.state, reader, writer, voice_language=self._voice_language).run()
+        finally:
+            self._connections.discard(task)
+
+
+class WyomingConnection:
+    """One client connection: read events, run its requests, answer in order."""
+
+    def __init__(
+        self,
+        state: ServerState,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        voice_language: str | None = None,
+    ) -> None:
+        self.state = state
+        self._reader = reader
+        self._writer = writer
+        self._voice_language = voice_language
+        self._session = p.WyomingSession()
+        self._decoder = p.FrameDecoder()
+        self._send_lock = asyncio.Lock()
+        self._tail: asyncio.Task[None] | None = None
+        """The last speaker: the next one waits for it."""
+        self._speakers: set[asyncio.Task[None]] = set()
+        self._utterances: set[Utterance] = set()
+        self._stream: Utterance | None = None
+        """The open stream's utterance (``synthesize-start`` seen, no ``synthesize-stop`` yet)."""
+        self._last_activity = time.monotonic()
+
+    # ----- lifetime ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            while True:
+                data = await self._read()
+                if not data:
+                    # No more requests: cancel a stream that can never be stopped, finish the others.
+                    self._cancel_stream()
+                    if self._speakers:
+                        await asyncio.wait(list(self._speakers))
+                    return
+                try:
+                    events = self._decoder.feed(data)
+                except p.FrameError as exc:
+                    await self._send(p.error(exc.text, exc.code))
+                    return
+                for event in events:
+                    await self._dispatch(event)
+        except (_Closed, ConnectionError):
+            pass
+        except Exception:
+            logger.exception("wyoming connection failed")
+            with contextlib.suppress(_Closed, ConnectionError):
+                await self._send(p.error("Internal error; closing the connection.", "internal_error"))
+        finally:
+            await self._cancel_all()
+            self._writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._writer.wait_closed(), timeout=1)
+
+    async def _read(self) -> bytes:
+        """The next bytes from the client; b"" at its end, or after the idle timeout with nothing in progress."""
+        idle = self.state.settings.ws_idle_timeout_s
+        while True:
+            try:
+                data = await asyncio.wait_for(self._reader.read(READ_SIZE), timeout=idle)
+            except TimeoutError:
+                if self._stream is not None or any(not task.done() for task in self._speakers):
+                    continue
+                if time.monotonic() - self._last_activity >= idle:
+                    logger.debug("wyoming: closing a connection idle for %g s", idle)
+                    return b""
+                continue
+            self._last_activity = time.monotonic()
+            return data
+
+    async def _cancel_all(self) -> None:
+        """Stop every request of this connection now and release its slots; wait for its speakers."""
+        self._stream = None
+        for utterance in list(self._utterances):
+            utterance.cancel()
+        speakers = list(self._speakers)
+        for task in speakers:
+            task.cancel()
+        for task in speakers:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        # A speaker cancelled before it ever ran never reached its own ``finally``.
+        for utterance in list(self._utterances):
+            self._release(utterance)
+
+    def _cancel_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.cancel()
+            self._stream = None
+
+    def _release(self, utterance: Utterance) -> None:
+        close_utterance(self.state, utterance, PROTOCOL)
+        self._utterances.discard(utterance)
+
+    # ----- sending ----------------------------------------------------------------------
+
+    async def _send(self, *frames: bytes) -> None:
+        async with self._send_lock:
+            if self._writer.is_closing():
+                raise _Closed
+            self._writer.write(b"".join(frames))
+            try:
+                # A client that stops reading is dropped rather than holding audio (and a stream slot) forever.
+                await asyncio.wait_for(self._writer.drain(), timeout=self.state.settings.ws_idle_timeout_s)
+            except (ConnectionError, TimeoutError) as exc:
+                self._writer.close()
+                raise _Closed from exc
+
+    def _in_order(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work`` once everything asked for earlier on this connection has been sent."""
+        previous = self._tail
+        task = asyncio.create_task(self._after(previous, work))
+        self._tail = task
+        self._speakers.add(task)
+        task.add_done_callback(self._speakers.discard)
+
+    async def _after(self, previous: asyncio.Task[None] | None, work: Callable[[], Awaitable[None]]) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])  # its outcome is its own; a cancel of ours still propagates
+        try:
+            await work()
+        except _Closed:
+            self._writer.close()  # the reader sees the end and cancels the rest
+        except Exception:
+            logger.exception("wyoming: sending failed")
+            self._writer.close()
+        finally:
+            self._last_activity = time.monotonic()
+
+    def _error_in_order(self, text: str, code: p.ErrorCode) -> None:
+        frame = p.error(text, code)
+        self._in_order(lambda: self._send(frame))
+
+    # ----- client events ----------------------------------------------------------------
+
+    async def _dispatch(self, event: p.Event) -> None:
+        try:
+            command = self._session.receive(p.parse_event(event))
+        except p.WyomingError as exc:
+            self._error_in_order(exc.text, exc.code)
+            return
+        if isinstance(command, p.Answer):
+            await self._answer(command)
+        elif isinstance(command, p.SpeakOnce):
+            await self._speak_once(command)
+        elif isinstance(command, p.OpenStream):
+            await self._open_stream(command)
+        elif isinstance(command, p.StreamText):
+            self._stream_text(command.text)
+        elif isinstance(command, p.CloseStream):
+            self._close_stream(command)
+        else:
+            logger.debug("wyoming: ignored %s (%s)", event.type, command.reason)
+
+    async def _answer(self, command: p.Answer) -> None:
+        if command.kind == "pong":
+            await self._send(p.pong(command.text))
+            return
+        engine, _, _ = self.state.require_ready()
+        saved = await self.state.voices.list_voices() if self.state.voices is not None else []
+        voices = [p.SavedVoiceInfo(v.name, v.language, v.speaker_description) for v in saved]
+        info = p.build_info(engine.info, voices, version=speakwire.__version__, voice_language=self._voice_language)
+        await self._send(info)
+
+    async def _speak_once(self, command: p.SpeakOnce) -> None:
+        text = command.text
+        if not is_speakable(clean_text(text)):
+            self._error_in_order("Nothing to speak: the text has no letters or digits.", "nothing_to_speak")
+            return
+        limit = self.state.settings.max_input_chars
+        if len(text) > limit:
+            self._error_in_order(
+                f"Text is {len(text)} characters; the limit is {limit}. Stream it (synthesize-start/-chunk/-stop).",
+                "too_large",
+            )
+            return
+        utterance = await self._open(command.voice)
+        if utterance is None:
+            return
+        utterance.feed(text)
+        utterance.finish()
+        self._in_order(lambda: self._send_once(utterance))
+
+    async def _open_stream(self, command: p.OpenStream) -> None:
+        utterance = await self._open(command.voice, max_buffer_chars=MAX_SESSION_CHARS)
+        if utterance is None:
+            self._session.stream_failed()
+            return
+        self._stream = utterance
+        self._in_order(lambda: self._send_stream(utterance))
+
+    def _stream_text(self, text: str) -> None:
+        assert self._stream is not None
+        try:
+            self._stream.feed(text)
+        except PayloadTooLargeError as exc:
+            self._cancel_stream()
+            self._session.stream_failed()
+            self._error_in_order(exc.message, "too_large")
+
+    def _close_stream(self, command: p.CloseStream) -> None:
+        if command.failed:
+            self._in_order(lambda: self._send(p.synthesize_stopped()))
+            return
+        assert self._stream is not None
+        self._stream.finish()
+        self._stream = None
+
+    async def _open(self, voice: p.VoiceChoice | None, *, max_buffer_chars: int = 100_000) -> Utterance | None:
+        """Resolve the voice and admit an utterance; on failure send the error (in order) and return None."""
+        try:
+            resolved = await self._resolve(voice)
+            utterance = open_utterance(self.state, resolved, protocol=PROTOCOL, max_buffer_chars=max_buffer_chars)
+        except p.WyomingError as exc:
+            self._error_in_order(exc.text, exc.code)
+            return None
+        except SpeakwireError as exc:
+            self._error_in_order(exc.message, _error_code(exc))
+            return None
+        self._utterances.add(utterance)
+        return utterance
+
+    async def _resolve(self, voice: p.VoiceChoice | None) -> ResolvedSpeech:
+        engine, _, _ = self.state.require_ready()
+        info = engine.info
+        name: str | None = None
+        language: str | None = None
+        if voice is not None and voice.name is not None:
+            name = voice.name
+            # As wyoming-piper: ``name`` is the voice (model) and ``speaker`` one of its speakers. Our voices are
+            # the speakers themselves, so a speaker we have wins; the model's own name means its default speaker.
+            if voice.speaker and voice.speaker.lower() in (v.lower() for v in info.voices):
+                name = voice.speaker
+            elif name.lower() in (info.model.lower(), info.model.split("/")[-1].lower()) and (
+                name.lower() not in (v.lower() for v in info.voices)
+            ):
+                name = None
+        elif voice is not None and voice.language is not None:
+            language = p.match_language(info, voice.language, self._voice_language)
+            if language is None:
+                codes = ", ".join(p.language_codes(info, self._voice_language))
+                raise p.WyomingError(f"Language '{voice.language}' is not spoken here; languages: {codes}.",
+                                     "language_not_found")  # fmt: skip
+        options = SpeechOptions(voice=name, language=language, response_format="pcm", sample_rate=info.sample_rate)
+        return await resolve_speech(self.state, engine, options)
+
+    # ----- speaking ---------------------------------------------------------------------
+
+    async def _send_once(self, utterance: Utterance) -> None:
+        """One ``audio-start`` … ``audio-stop`` around every sentence of a one-shot ``synthesize``."""
+        rate = utterance.output_rate
+        chunker = p.PcmChunker()
+        started = False
+        try:
+            async for event in utterance.events():
+                if isinstance(event, SegmentStarted) and not started:
+                    started = True
+                    await self._send(p.audio_start(rate))
+                elif isinstance(event, AudioReady):
+                    await self._send_chunks(rate, chunker.add(float_to_int16_bytes(event.samples)))
+                elif isinstance(event, SegmentFinished) and event.error is not None:
+                    utterance.cancel()
+                    await self._send_chunks(rate, chunker.flush())
+                    await self._send(p.error(f"Synthesis failed: {event.error.message}", "synthesis_failed"),
+                                     p.audio_stop())  # fmt: skip
+                    return
+                elif isinstance(event, UtteranceFinished) and not event.cancelled:
+                    await self._send_chunks(rate, chunker.flush())
+                    await self._send(p.audio_stop())
+        finally:
+            self._release(utterance)
+
+    async def _send_stream(self, utterance: Utterance) -> None:
+        """Each sentence its own ``audio-start`` … ``audio-stop`` as it is spoken, then ``synthesize-stopped``."""
+        rate = utterance.output_rate
+        chunker = p.PcmChunker()
+        try:
+            async for event in utterance.events():
+                if isinstance(event, SegmentStarted):
+                    chunker = p.PcmChunker()
+                    await self._send(p.audio_start(rate))
+                elif isinstance(event, AudioReady):
+                    await self._send_chunks(rate, chunker.add(float_to_int16_bytes(event.samples)))
+                elif isinstance(event, SegmentFinished):
+                    await self._send_chunks(rate, chunker.flush())
+                    if event.error is not None:
+                        await self._send(p.error(f"Sentence {event.index} failed: {event.error.message}",
+                                                 "synthesis_failed"))  # fmt: skip
+                    await self._send(p.audio_stop())
+                elif isinstance(event, UtteranceFinished) and not event.cancelled:
+                    await self._send(p.synthesize_stopped())
+        finally:
+            self._release(utterance)
+
+    async def _send_chunks(self, rate: int, chunks: list[bytes]) -> None:
+        if chunks:
+            await self._send(*(p.audio_chunk(rate, chunk) for chunk in chunks))
+
+
+def _error_code(exc: SpeakwireError) -> p.ErrorCode:
+    if isinstance(exc, NotFoundError):
+        return "voice_not_found" if exc.param == "voice" else "bad_request"
+    if isinstance(exc, TooBusyError):
+        return "busy"
+    if isinstance(exc, NotReadyError):
+        return "not_ready"
+    if isinstance(exc, PayloadTooLargeError):
+        return "too_large"
+    if exc.status_code < 500:
+        return "bad_request"
+    return "synthesis_failed"
+
+
+def _voice_file_language(voice_path: object) -> str | None:
+    """A Piper voice's ``language.code`` (``en_US``) from the config beside its model, if there is one."""
+    if not isinstance(voice_path, str):
+        return None
+    try:
+        config = json.loads(Path(f"{voice_path}.json").read_text(encoding="utf-8"))
+        code = config.get("language", {}).get("code")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return code if isinstance(code, str) and code else None
