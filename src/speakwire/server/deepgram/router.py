@@ -1,0 +1,119 @@
+"""Routes of the Deepgram Aura dialect: the ``/v1/speak`` WebSocket and ``POST /v1/speak``.
+
+REST audio is streamed as it is produced, in the query's encoding and container, with the
+``dg-*`` headers Deepgram sends; errors are Deepgram's ``{"err_code", "err_msg", "request_id"}``.
+A request without a valid key is refused by ``ApiKeyMiddleware`` before it gets here (401, OpenAI's
+body: the SDK raises ``ApiError(status_code=401)`` either way).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter, Request, WebSocket
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from speakwire.encoders.registry import CONTENT_TYPES, create_encoder
+from speakwire.errors import SpeakwireError, TooBusyError
+from speakwire.server.deepgram import protocol as p
+from speakwire.server.deepgram.session import PROTOCOL, DeepgramSpeakSession
+from speakwire.server.options import SpeechOptions, resolve_speech
+from speakwire.server.state import ServerState
+from speakwire.server.turns import close_utterance, open_utterance
+from speakwire.synthesis import AudioReady, SegmentFinished, Utterance
+from speakwire.text.hygiene import clean_text, is_speakable
+
+logger = logging.getLogger(__name__)
+
+router = APIRouter()
+
+
+@router.websocket("/v1/speak")
+async def speak_stream(websocket: WebSocket) -> None:
+    await DeepgramSpeakSession(websocket, websocket.app.state.speakwire).run()
+
+
+class StreamAborted(Exception):
+    """Raised inside the audio body so the connection drops: a truncated body must not pass for complete audio."""
+
+
+@router.post("/v1/speak", summary="Generate speech (Deepgram Aura-compatible): audio streamed as it is made.")
+async def speak(request: Request) -> Response:
+    state: ServerState = request.app.state.speakwire
+    request_id = str(uuid.uuid4())
+    try:
+        params = p.parse_rest_query(request.query_params)
+        text = p.parse_rest_body(await request.body(), request.headers.get("content-type", "application/json"))
+        _check_text(text, state.settings.max_input_chars)
+        engine, _, _ = state.require_ready()
+        model, voice = p.speech_target(params.model, state.served_models(engine.info))
+        options = SpeechOptions(model=model, voice=voice, response_format=params.response_format,
+                                speed=params.speed, sample_rate=params.sample_rate, seed=params.seed)  # fmt: skip
+        resolved = await resolve_speech(state, engine, options)
+        utterance = open_utterance(state, resolved, protocol=PROTOCOL)
+    except p.DeepgramError as exc:
+        return _error(exc, request_id)
+    except SpeakwireError as exc:
+        response = _error(p.from_speakwire(exc), request_id)
+        if isinstance(exc, TooBusyError):
+            response.headers["retry-after"] = str(max(1, round(exc.retry_after_s)))
+        return response
+    try:
+        utterance.feed(text)
+        utterance.finish()
+    except BaseException:
+        close_utterance(state, utterance, PROTOCOL)
+        raise
+    speaker = resolved.request.voice or engine.info.model
+    headers = {
+        "dg-request-id": request_id,
+        "dg-model-name": params.model or speaker,
+        "dg-model-uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"speakwire:{engine.info.model}:{speaker}")),
+        "dg-char-count": str(len(text)),
+        "cache-control": "no-store",
+    }
+    fmt = resolved.response_format
+    media_type = "audio/wav" if params.container == "wav" else CONTENT_TYPES[fmt]
+    body = _audio(state, utterance, fmt, resolved.output_rate, params.wav_prefix())
+    return StreamingResponse(body, media_type=media_type, headers=headers)
+
+
+def _check_text(text: str, limit: int) -> None:
+    if not text.strip():
+        raise p.DeepgramError(400, "BAD_REQUEST", "Text cannot be empty.")
+    if not is_speakable(clean_text(text)):
+        raise p.DeepgramError(400, "BAD_REQUEST", "Text has nothing to speak: no letters or digits.")
+    if len(text) > limit:
+        raise p.DeepgramError(
+            413, "PAYLOAD_TOO_LARGE", f"Text is {len(text)} characters; the limit is {limit}. Split the text."
+        )
+
+
+def _error(error: p.DeepgramError, request_id: str) -> JSONResponse:
+    if error.status >= 500:
+        logger.error("deepgram speak: %s", error.message)
+    return JSONResponse(p.error_body(error, request_id), status_code=error.status,
+                        headers=p.error_headers(error, request_id))  # fmt: skip
+
+
+async def _audio(state: ServerState, utterance: Utterance, fmt: str, rate: int, prefix: bytes) -> AsyncIterator[bytes]:
+    """The encoded audio as it is made; the utterance is released however the response ends."""
+    try:
+        encoder = create_encoder(fmt, rate, streaming=True)
+        pending = prefix + encoder.header()  # sent with the first audio, so the first byte is audio
+        async for event in utterance.events():
+            if isinstance(event, AudioReady):
+                data = pending + encoder.encode(event.samples)
+                pending = b""
+                if data:
+                    yield data
+            elif isinstance(event, SegmentFinished) and event.error is not None:
+                logger.error("aborting deepgram audio stream: %s", event.error.message)
+                raise StreamAborted(event.error.message)
+        tail = pending + encoder.finish()
+        if tail:
+            yield tail
+    finally:
+        close_utterance(state, utterance, PROTOCOL)
