@@ -17,6 +17,7 @@ from deepgram.core.api_error import ApiError
 from deepgram.speak.v1 import SpeakV1Text
 
 from speakwire.engines.piper import PiperEngine
+from speakwire.server.deepgram import protocol as p
 from speakwire.settings import Settings
 from support.audio import decode
 from support.live_server import LiveServer, start_server
@@ -139,6 +140,18 @@ def test_clear_stops_the_audio_now_and_the_next_speak_works(server: LiveServer) 
     assert isinstance(after[0], bytes) and after[-1].sequence_id == 1
     assert audio_of(after) == http_audio(server, "A new answer.")
     assert _settles(server)
+
+
+def test_clear_drops_every_queued_flush_even_empty_ones(server: LiveServer) -> None:
+    with client_for(server).speak.v1.connect() as socket:
+        until(socket, "Metadata")
+        socket.send_text(SpeakV1Text(text=LONG))
+        socket.send_flush()
+        socket.send_flush()  # an empty flush queued behind the long answer
+        next(m for m in socket if isinstance(m, bytes))
+        socket.send_clear()
+        cleared = until(socket, "Cleared")
+    assert [e.type for e in events_of(cleared)] == ["Cleared"] and cleared[-1].sequence_id == 2
 
 
 def test_close_closes_the_socket_now_with_1000(server: LiveServer) -> None:
@@ -336,3 +349,41 @@ def test_rest_errors_through_the_sdk(server: LiveServer, keyed_server: LiveServe
     assert unauthorized.value.status_code == 401
     audio = b"".join(client_for(keyed_server, "dg-k3y").speak.v1.audio.generate(text="Hi.", encoding="linear16"))
     assert audio[:4] == b"RIFF"
+
+
+# ----- the sans-I/O core ---------------------------------------------------------------------
+
+
+def test_query_defaults_follow_deepgram() -> None:
+    ws = p.parse_ws_query({})
+    assert (ws.encoding, ws.sample_rate, ws.response_format) == ("linear16", 24000, "pcm")
+    assert p.parse_ws_query({"encoding": "mulaw"}).sample_rate == 8000
+    rest = p.parse_rest_query({})
+    assert (rest.encoding, rest.container, rest.sample_rate, rest.response_format) == ("mp3", "none", 22050, "mp3")
+    linear = p.parse_rest_query({"encoding": "linear16"})
+    assert (linear.container, linear.response_format, linear.wav_prefix()) == ("wav", "wav", b"")
+    assert p.parse_rest_query({"encoding": "opus"}).container == "ogg"
+    assert p.parse_rest_query({"sample_rate": "22050.0"}).sample_rate == 22050
+    with pytest.raises(p.DeepgramError):
+        p.parse_rest_query({"callback": "https://example.com/hook"})
+
+
+def test_model_names_map_to_our_models_and_voices() -> None:
+    served = ["piper/en_US-joe-medium"]
+    assert p.speech_target(None, served) == (None, None)
+    assert p.speech_target("aura-2-thalia-en", served) == (None, None)
+    assert p.speech_target("aura-asteria-en", served) == (None, None)
+    assert p.speech_target("PIPER/en_US-joe-medium", served) == ("PIPER/en_US-joe-medium", None)
+    assert p.speech_target("my-saved-voice", served) == (None, "my-saved-voice")
+
+
+def test_g711_wav_header_is_read_by_ffmpeg() -> None:
+    data = p.g711_wav_header("alaw", 16000) + bytes([0xD5]) * 1600
+    samples, rate = decode(data, "wav")
+    assert rate == 16000 and len(samples) == 1600 and float(abs(samples).max()) < 0.01
+
+
+def test_sequence_ids_count_flushes() -> None:
+    sequence = p.FlushSequence()
+    assert sequence.watermark() == 0
+    assert [sequence.next_flush(), sequence.next_flush()] == [0, 1] and sequence.watermark() == 2

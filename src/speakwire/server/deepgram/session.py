@@ -254,8 +254,9 @@ class DeepgramSpeakSession:
         utterance = turn.utterance
         try:
             if previous is not None:
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await asyncio.shield(previous)
+                # However the previous turn ends; only this task's own cancellation propagates, so a
+                # cleared flush waiting here is never answered.
+                await asyncio.wait([previous])
             if utterance is not None and not await self._send_audio(utterance):
                 return
             await turn.flushed.wait()
