@@ -20,12 +20,17 @@ from collections.abc import Callable
 from speakwire.audio.chunk import Float32Array
 from speakwire.encoders.av_stream import AAC, FLAC, MP3, OPUS, AvFormat, AvStreamEncoder
 from speakwire.encoders.base import Encoder
+from speakwire.encoders.f32 import Float32PcmEncoder, Float32WavEncoder
 from speakwire.encoders.g711 import AlawEncoder, MulawEncoder
 from speakwire.encoders.pcm import PcmEncoder
 from speakwire.encoders.wav import WavEncoder
 from speakwire.errors import BadRequestError
 
 AUDIO_FORMATS: tuple[str, ...] = ("wav", "pcm", "flac", "mp3", "opus", "aac", "ulaw", "alaw")
+FLOAT_FORMATS: tuple[str, ...] = ("pcm_f32le", "wav_f32le")
+"""32-bit float PCM, raw and in WAV, for vendor dialects that ask for it (Cartesia's ``pcm_f32le``); not
+(yet) offered as an OpenAI ``response_format``, so ``create_encoder`` takes them but ``AUDIO_FORMATS`` does not
+list them."""
 
 MIN_SAMPLE_RATE = 8_000
 MAX_SAMPLE_RATE = 192_000
@@ -49,6 +54,8 @@ _DEFAULT_RATES: dict[str, int] = {
     "aac": 24_000,
     "ulaw": 8_000,
     "alaw": 8_000,
+    "pcm_f32le": 24_000,
+    "wav_f32le": 24_000,
 }
 
 
@@ -61,6 +68,8 @@ _FACTORIES: dict[str, Callable[[int, bool], Encoder]] = {
     "pcm": lambda rate, streaming: PcmEncoder(rate),
     "ulaw": lambda rate, streaming: MulawEncoder(rate),
     "alaw": lambda rate, streaming: AlawEncoder(rate),
+    "pcm_f32le": lambda rate, streaming: Float32PcmEncoder(rate),
+    "wav_f32le": lambda rate, streaming: Float32WavEncoder(rate, streaming=streaming),
     **{name: _av_factory(spec) for name, spec in _AV_FORMATS.items()},
 }
 
