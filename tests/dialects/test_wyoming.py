@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,9 +31,13 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
+from speakwire.cli.main import build_parser
+from speakwire.cli.serve import build_settings
 from speakwire.engines.base import EngineInfo, SynthesisRequest
 from speakwire.engines.piper import PiperEngine
+from speakwire.server.state import ServerState
 from speakwire.server.wyoming import protocol as p
+from speakwire.server.wyoming.listener import WyomingListener
 from speakwire.settings import Settings
 from speakwire.text.segmenter import split_text
 from support.live_server import LiveServer, free_port, start_server
@@ -405,3 +411,35 @@ def test_pcm_is_cut_into_1024_sample_chunks() -> None:
     chunker = p.PcmChunker()
     chunks = chunker.add(b"\x00" * 1500) + chunker.add(b"\x00" * 1500) + chunker.flush()
     assert [len(c) for c in chunks] == [2048, 952]
+
+
+# ----- configuration ---------------------------------------------------------------------------------
+
+
+def test_wyoming_port_from_the_flag_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPEAKWIRE_WYOMING_PORT", raising=False)
+    assert build_settings(build_parser().parse_args(["serve"])).wyoming_port is None
+    assert build_settings(build_parser().parse_args(["serve", "--wyoming-port", "10200"])).wyoming_port == 10200
+    monkeypatch.setenv("SPEAKWIRE_WYOMING_PORT", "10300")
+    assert build_settings(build_parser().parse_args(["serve"])).wyoming_port == 10300
+
+
+def test_serve_refuses_wyoming_on_a_public_host_without_insecure() -> None:
+    command = [sys.executable, "-m", "speakwire", "serve", "--host", "0.0.0.0", "--api-key", "k", "--wyoming-port"]
+    result = subprocess.run([*command, str(free_port())], capture_output=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert b"Wyoming" in result.stderr and b"--insecure" in result.stderr
+
+
+async def test_a_taken_port_fails_the_start_with_a_clear_reason(piper_engine: PiperEngine) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        state = ServerState(Settings(wyoming_port=taken.getsockname()[1], warmup=False))
+        state.ready_hooks.append(WyomingListener(state).start)
+        await state.start(piper_engine)
+        assert state._load_task is not None
+        await state._load_task
+        await state.stop()
+    assert not state.ready
+    assert state.load_error is not None and "cannot listen for Wyoming" in state.load_error
