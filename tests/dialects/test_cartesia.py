@@ -7,9 +7,11 @@ samples on every route and audio can be compared with our own ``/v1/audio/speech
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +19,7 @@ import httpx
 import numpy as np
 import pytest
 import soundfile
-from cartesia import AuthenticationError, BadRequestError, Cartesia, NotFoundError
+from cartesia import AsyncCartesia, AuthenticationError, BadRequestError, Cartesia, NotFoundError
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
@@ -132,6 +134,46 @@ def test_cancel_stops_one_context_and_the_other_completes(server: LiveServer) ->
     late = [e for e in rest if e.context_id == "talker"]
     assert all(e.type == "chunk" for e in late)
     assert len(heard + audio_of(late, "talker")) < len(openai_audio(server, LONG)) / 2
+
+
+async def test_the_async_sdk_speaks_two_contexts_at_once(server: LiveServer) -> None:
+    client = AsyncCartesia(api_key="unused", base_url=server.url, websocket_base_url=ws_base(server), max_retries=0)
+    async with client.tts.websocket_connect() as conn:
+
+        async def speak(context_id: str, text: str) -> list[Any]:
+            ctx = conn.context(context_id, voice=VOICE, output_format=S16)
+            await ctx.push(text, seed=1)
+            await ctx.no_more_inputs()
+            return [event async for event in ctx.receive()]
+
+        first, second = await asyncio.gather(speak("one", TEXT), speak("two", "Your order shipped."))
+    assert first[-1].type == second[-1].type == "done"
+    assert_same_pcm(audio_of(first, "one"), await asyncio.to_thread(openai_audio, server, TEXT))
+    assert_same_pcm(audio_of(second, "two"), await asyncio.to_thread(openai_audio, server, "Your order shipped."))
+
+
+def test_the_v2_compatible_send_returns_the_whole_audio(server: LiveServer) -> None:
+    ws = client_for(server).tts.websocket()
+    try:
+        output = ws.send(model_id="sonic-3", transcript=TEXT, voice=VOICE, output_format=S16, stream=False, seed=1)
+    finally:
+        ws.close()
+    assert not isinstance(output, Iterator) and output.audio is not None
+    assert_same_pcm(output.audio, openai_audio(server, TEXT))
+
+
+def test_leaving_mid_speech_releases_every_stream(server: LiveServer) -> None:
+    state = server.state
+    with raw_connect(server) as ws:
+        for context_id in ("a", "b"):
+            ws.send(json.dumps({"context_id": context_id, "transcript": LONG, "voice": VOICE, "output_format": S16,
+                                "continue": True}))  # fmt: skip
+        assert json.loads(ws.recv(timeout=30))["type"] == "chunk"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (state.pipeline.active or state.pipeline.scheduler.busy):
+        time.sleep(0.05)
+    assert state.pipeline.active == 0
+    assert state.pipeline.scheduler.busy == 0 and state.pipeline.scheduler.queued == 0
 
 
 def test_flush_ends_a_group_with_flush_done_and_later_text_gets_the_next_id(server: LiveServer) -> None:
