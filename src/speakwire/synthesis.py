@@ -14,6 +14,11 @@ segmenter only labels the continuous audio with sentences (``_run_text_stream``)
 Encoding is the protocol's business (one file per utterance over HTTP, one per
 sentence on the WebSocket when not streaming), so events carry float32 PCM at the
 requested output rate.
+
+Word timings: an engine that can align puts ``WordMark`` s on its chunks (words of the
+normalized segment text, in the segment's samples); ``text.alignment.SegmentWords`` maps
+them back to the segment's original words and onto the utterance's clock, and each
+``AudioReady`` carries the words whose first sample it holds.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from speakwire.audio.resample import StreamResampler
 from speakwire.engines.base import Engine, SynthesisRequest, TextStream, TextStreamingEngine
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.scheduler import Job, Scheduler
-from speakwire.text.alignment import WordTiming
+from speakwire.text.alignment import SegmentWords, WordTiming
 from speakwire.text.hygiene import clean_text
 from speakwire.text.normalize import normalize_english
 from speakwire.text.segmenter import ChunkSchedule, Granularity, Segment, Segmenter
@@ -58,6 +63,27 @@ class _SegmentRun:
     resampler: StreamResampler
     chunks: Iterator[AudioChunk] = field(default_factory=lambda: iter(()))
     audio_samples: int = 0
+    """Samples at the output rate handed over so far."""
+    start_s: float = 0.0
+    """Utterance time of the segment's first sample."""
+    spoken: str = ""
+    engine_text: str = ""
+    """The segment's original (``spoken``) text and the text the engine was given (normalized)."""
+    offset: int = 0
+    """Where ``spoken`` starts in the utterance's text."""
+    words: SegmentWords | None = None
+    """Built when the engine's first marks arrive."""
+    pending: list[WordTiming] = field(default_factory=list)
+    """Timed words whose first sample is not handed over yet."""
+
+    def take_words(self, output_rate: int) -> tuple[WordTiming, ...]:
+        """The pending words that start before the end of the audio handed over so far."""
+        end_s = self.start_s + self.audio_samples / output_rate
+        count = 0
+        while count < len(self.pending) and self.pending[count].start_s < end_s:
+            count += 1
+        taken, self.pending = self.pending[:count], self.pending[count:]
+        return tuple(taken)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +99,10 @@ class AudioReady:
     samples: Float32Array
     """Mono float32 at the utterance's output rate."""
     words: tuple[WordTiming, ...] = ()
-    """Words whose audio starts in these samples, when the engine can align (see ``text.alignment``)."""
+    """Words whose audio starts in these samples, when the engine can align (see ``text.alignment``). On the
+    segment's last audio also any word starting at its very end; should an engine time a word only after its
+    start was handed over, the word rides on the next audio (and, in the unlikely case that nothing follows,
+    on an ``AudioReady`` with no samples)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +257,12 @@ class Utterance:
         """Stream mode: text that arrived before the engine's text stream was open."""
         self._received = ""
         """Stream mode: all text fed (sentence labels need the part no segment holds yet)."""
+        self._text_parts: list[str] = []
+        self._offsets: dict[int, int] = {}
+        """Segment index → where its text starts in the text the segmenter was fed."""
+        self._segmented_chars = 0
+        self._audio_out = 0
+        """Samples at the output rate of the segments finished so far (the next segment's start time)."""
 
     # ----- input side -----------------------------------------------------------------
 
@@ -246,6 +281,7 @@ class Utterance:
         if self._progress.started_at is None:
             self._progress.started_at = time.monotonic()
         self.usage.characters += len(text)
+        self._text_parts.append(text)
         if self._streams_text:
             self._feed_stream(text)
             return
@@ -278,6 +314,9 @@ class Utterance:
         # Number segments per utterance (the segmenter restarts its count after a flush).
         numbered = [Segment(segment.text, self._segments_seen + i) for i, segment in enumerate(segments)]
         self._segments_seen += len(numbered)
+        for segment in numbered:  # segments tile the text fed, so each starts where the last one ended
+            self._offsets[segment.index] = self._segmented_chars
+            self._segmented_chars += len(segment.text)
         return numbered
 
     def cancel(self) -> None:
@@ -299,6 +338,13 @@ class Utterance:
         if not self._released:
             self._released = True
             self._pipeline._release()
+
+    @property
+    def text(self) -> str:
+        """The text fed so far, after hygiene: what ``WordTiming`` offsets index."""
+        if len(self._text_parts) > 1:
+            self._text_parts = ["".join(self._text_parts)]
+        return self._text_parts[0] if self._text_parts else ""
 
     @property
     def released(self) -> bool:
@@ -375,10 +421,12 @@ class Utterance:
             for chunk in run.chunks:
                 if request.cancelled.is_set():
                     return
+                if chunk.marks:
+                    run.pending.extend(self._segment_words(run, chunk.sample_rate).add(chunk.marks))
                 out = run.resampler.process(chunk.samples)
                 if len(out):
                     run.audio_samples += len(out)
-                    self._post(AudioReady(segment.index, out))
+                    self._post(AudioReady(segment.index, out, run.take_words(self.output_rate)))
                     self._note_produced(len(out) / self.output_rate)
                 if self._should_yield_worker():
                     # Others are closer to running dry: continue this segment when our own buffer needs it.
@@ -387,9 +435,12 @@ class Utterance:
                     )
                     return
             tail = run.resampler.flush()
-            if len(tail) and not request.cancelled.is_set():
+            if run.words is not None:
+                run.pending.extend(run.words.finish())
+            words, run.pending = tuple(run.pending), []
+            if (len(tail) or words) and not request.cancelled.is_set():
                 run.audio_samples += len(tail)
-                self._post(AudioReady(segment.index, np.asarray(tail, dtype=np.float32)))
+                self._post(AudioReady(segment.index, np.asarray(tail, dtype=np.float32), words))
         except SpeakwireError as exc:
             error = exc
         except Exception as exc:
@@ -399,6 +450,7 @@ class Utterance:
         if request.extra.get("capped"):
             self.usage.capped = True
         audio_samples = run.audio_samples if run is not None else 0
+        self._audio_out += audio_samples
         if self._observer.on_segment is not None and run is not None:
             wall = time.monotonic() - run.started
             self._loop.call_soon_threadsafe(self._observer.on_segment, wall, audio_samples / self.output_rate)
@@ -415,9 +467,20 @@ class Utterance:
         text = segment.spoken
         if self._engine.info.needs_text_normalization:
             text = normalize_english(text)
+        run.start_s = self._audio_out / self.output_rate
+        run.spoken, run.engine_text = segment.spoken, text
+        run.offset = self._offsets.get(segment.index, 0) + len(segment.text) - len(segment.text.lstrip())
         if any(ch.isalnum() for ch in text):
             run.chunks = iter(self._engine.synthesize(text, self.request))
         return run
+
+    @staticmethod
+    def _segment_words(run: _SegmentRun, engine_rate: int) -> SegmentWords:
+        if run.words is None:
+            run.words = SegmentWords(
+                run.spoken, run.engine_text, offset=run.offset, rate=engine_rate, start_s=run.start_s
+            )
+        return run.words
 
     def _note_produced(self, duration_s: float) -> None:
         now = time.monotonic()

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from speakwire.text.alignment import WordMark
+
 Float32Array = npt.NDArray[np.float32]
 
 
@@ -16,6 +18,9 @@ class AudioChunk:
 
     samples: Float32Array
     sample_rate: int
+    marks: tuple[WordMark, ...] = ()
+    """Engines that can align: words of the segment's text and their samples, counted from the segment's
+    first sample (see ``WordMark``); empty for engines that cannot."""
 
     @property
     def duration_s(self) -> float:

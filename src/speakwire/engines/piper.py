@@ -11,6 +11,12 @@ growing windows of frames (``piper_stream``): the first audio exists after the f
 and a 16-frame window, and the windows join to the same samples as the whole sentence.
 A voice that cannot be split, or whose windows do not reproduce the whole graph on a
 probe at load, keeps the whole-sentence path with a logged warning.
+
+Word timings: the duration predictor's frames per phoneme id (``piper_split.find_durations``) are an
+extra output of the whole graph (added in memory at load, as Piper's own ``include_alignments`` does) and
+of the split frontend, so both paths time the same words. Each sentence's first chunk carries
+``WordMark`` s for the words of the segment text it says (``piper_alignment``). A voice without that
+output, or without the onnx package, synthesizes as before with no marks (logged once at load).
 """
 
 from __future__ import annotations
@@ -27,12 +33,15 @@ import numpy.typing as npt
 
 from speakwire.audio.chunk import AudioChunk
 from speakwire.engines.base import EngineInfo, SynthesisRequest
+from speakwire.engines.piper_alignment import PiperWordMarks
 from speakwire.engines.piper_stream import FrameSchedule, FrameStreamer
 from speakwire.errors import BadRequestError, NotFoundError
+from speakwire.text.alignment import WordMark
 
 if TYPE_CHECKING:
     import threading
 
+    import onnx
     import onnxruntime
     from piper import PiperVoice, SynthesisConfig
 
@@ -83,13 +92,17 @@ class PiperEngine:
         session_options = onnxruntime.SessionOptions()
         session_options.intra_op_num_threads = options.intra_op_threads
         session_options.inter_op_num_threads = options.inter_op_threads
+        graph, durations = _voice_graph(model_path, config)
         session = onnxruntime.InferenceSession(
-            str(model_path), sess_options=session_options, providers=["CPUExecutionProvider"]
-        )
+            _with_output(graph, durations) if graph is not None and durations else str(model_path),
+            sess_options=session_options, providers=["CPUExecutionProvider"],
+        )  # fmt: skip
         self._voice = PiperVoice(config=config, session=session)
+        self._timed = durations is not None
         self._streamer = (
-            _load_streamer(model_path, self._voice, session_options, options) if options.stream_frames else None
+            _load_streamer(model_path, graph, self._voice, session_options, options) if options.stream_frames else None
         )
+        del graph  # the sessions hold what they need
         voice_name = model_path.name.removesuffix(".onnx")
         speakers = tuple(config.speaker_id_map) or (voice_name,)
         self._speaker_ids = {name.lower(): idx for idx, name in enumerate(speakers)}
@@ -106,7 +119,11 @@ class PiperEngine:
             supports_instructions=False,
             needs_text_normalization=language_code == "en",
             resumable=True,
-            extra={"voice_path": str(model_path), "frame_streaming": self._streamer is not None},
+            extra={
+                "voice_path": str(model_path),
+                "frame_streaming": self._streamer is not None,
+                "word_timings": self._timed,
+            },
         )
         logger.info(
             "loaded Piper voice %s (%d Hz, %d speaker(s), espeak %s, %s) in %.2f s",
@@ -186,25 +203,41 @@ class PiperEngine:
         # Windows of frames cost 1.5-2x the compute of a whole sentence (the overlaps are decoded twice),
         # so they are used only where they buy latency: the first sentence, while a listener waits.
         stream_first = request.latency_critical
-        for phonemes in voice.phonemize(text):
+        sentences = [phonemes for phonemes in voice.phonemize(text) if phonemes]
+        marks = PiperWordMarks(text, sentences) if self._timed else None
+        offset = 0  # samples yielded so far: marks count from the segment's first sample
+        for index, phonemes in enumerate(sentences):
             if request.cancelled.is_set():
                 return
-            if not phonemes:
-                continue
             ids = voice.phonemes_to_ids(phonemes)
-            for samples in self._sentence(ids, config, request.cancelled, stream=stream_first):
-                yield AudioChunk(np.clip(samples, -1.0, 1.0).astype(np.float32), voice.config.sample_rate)
+            id_samples, length, audio = self._sentence(ids, config, request.cancelled, stream=stream_first)
+            words: tuple[WordMark, ...] = ()
+            if marks is not None:
+                words = marks.sentence(index, phonemes, voice.config.phoneme_id_map, id_samples, offset, length)
+            for samples in audio:
+                yield AudioChunk(np.clip(samples, -1.0, 1.0).astype(np.float32), voice.config.sample_rate, words)
+                words = ()
+                offset += len(samples)
             stream_first = False
 
     def _sentence(
         self, phoneme_ids: list[int], config: SynthesisConfig, cancelled: threading.Event, *, stream: bool
-    ) -> Iterator[npt.NDArray[Any]]:
-        """One espeak sentence: windows of frames from the split voice, or one call to the whole graph."""
+    ) -> tuple[list[int] | None, int, Iterator[npt.NDArray[Any]]]:
+        """One espeak sentence: windows of frames from the split voice, or one call to the whole graph.
+
+        Returns the samples of each phoneme id (None without durations), the sentence's length in samples,
+        and its audio. The frontend (or the whole graph) has run by then; the windows decode as they are pulled.
+        """
         if stream and self._streamer is not None:
-            yield from self._streamer.stream(_frontend_feed(self._voice, phoneme_ids, config), cancelled)
-            return
-        audio = self._voice.phoneme_ids_to_audio(phoneme_ids, config)
-        yield audio[0] if isinstance(audio, tuple) else audio
+            latent = self._streamer.frontend(_frontend_feed(self._voice, phoneme_ids, config))
+            hop = self._streamer.hop_length
+            id_samples = None if latent.durations is None else [int(frames) * hop for frames in latent.durations]
+            return id_samples, latent.frames * hop, self._streamer.windows(latent, cancelled)
+        result = self._voice.phoneme_ids_to_audio(phoneme_ids, config, include_alignments=self._timed)
+        audio, samples = result if isinstance(result, tuple) else (result, None)
+        audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+        id_samples = None if samples is None else [int(count) for count in np.asarray(samples).reshape(-1)]
+        return id_samples, len(audio), iter((audio,))
 
     def close(self) -> None:
         pass
@@ -227,19 +260,58 @@ def _frontend_feed(voice: PiperVoice, phoneme_ids: list[int], config: SynthesisC
     return feed
 
 
-def _load_streamer(
-    model_path: Path, voice: PiperVoice, session_options: onnxruntime.SessionOptions, options: PiperOptions
-) -> FrameStreamer | None:
-    """Split the voice for frame streaming and check it on a probe; ``None`` (whole sentences) if either fails."""
+def _voice_graph(model_path: Path, config: Any) -> tuple[onnx.ModelProto | None, str | None]:
+    """The voice's ONNX graph (None without the onnx package) and its durations tensor (None: no word timings)."""
     try:
         import onnx
 
-        from speakwire.engines.piper_split import split_voice
+        from speakwire.engines.piper_split import GraphSplitError, _find_latent, find_durations
     except ImportError:
-        logger.warning("Piper frame streaming needs the onnx package (pip install onnx); synthesizing whole sentences")
-        return None
+        logger.warning("Piper frame streaming and word timings need the onnx package (pip install onnx); "
+                       "synthesizing whole sentences without timings")  # fmt: skip
+        return None, None
+    from piper.config import PhonemeType
+
+    graph = onnx.load(str(model_path))
+    if config.phoneme_type not in (PhonemeType.ESPEAK, PhonemeType.TEXT):
+        logger.warning("no word timings for %s: its %s phonemes are not split into words by spaces",
+                       model_path.name, config.phoneme_type)  # fmt: skip
+        return graph, None
     try:
-        streamer = FrameStreamer(split_voice(onnx.load(str(model_path))), session_options, options.frame_schedule)
+        latent: str | None = _find_latent(graph.graph.node)
+    except GraphSplitError:
+        latent = None
+    durations = find_durations(graph.graph.node, latent)
+    if durations is None:
+        logger.warning("no word timings for %s: no duration predictor output (one Ceil) in its graph", model_path.name)
+    return graph, durations
+
+
+def _with_output(graph: onnx.ModelProto, name: str) -> bytes:
+    """``graph`` serialized with ``name`` as an extra output (the graph itself is left as it was)."""
+    import onnx
+
+    graph.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+    try:
+        return graph.SerializeToString()
+    finally:
+        del graph.graph.output[-1]
+
+
+def _load_streamer(
+    model_path: Path,
+    graph: onnx.ModelProto | None,
+    voice: PiperVoice,
+    session_options: onnxruntime.SessionOptions,
+    options: PiperOptions,
+) -> FrameStreamer | None:
+    """Split the voice for frame streaming and check it on a probe; ``None`` (whole sentences) if either fails."""
+    if graph is None:
+        return None  # no onnx package: _voice_graph said so
+    from speakwire.engines.piper_split import split_voice
+
+    try:
+        streamer = FrameStreamer(split_voice(graph), session_options, options.frame_schedule)
         difference = _probe_difference(streamer, voice)
     except Exception as error:  # any failure must leave the voice on the path that has always worked
         logger.warning("cannot stream frames of %s (%s); synthesizing whole sentences", model_path.name, error)

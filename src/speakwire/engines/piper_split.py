@@ -18,6 +18,11 @@ the frame mask; multi-speaker voices add the speaker embedding). Constant-only n
 whichever graph needs them. Anything that breaks an assumption raises ``GraphSplitError``, and the
 engine then keeps the whole-sentence path.
 
+The frontend also returns the duration predictor's frames per phoneme id (``w_ceil``), for word timings
+(``piper_alignment``). ``find_durations`` finds it by structure too: the output of the one ``Ceil`` whose
+values reach ``z_p`` (the frame counts that expand the prior over frames). A voice without one still
+splits; it just has no timings.
+
 Own code rather than the ``streaming-vits`` package (MIT, 0.4.2, read for this): the idea and the
 windowed decode come from there, but all we need is this cut and a decode loop (this module and
 ``piper_stream``, ~250 lines with docs). The package would bring a CLI, device calibration, a
@@ -60,6 +65,8 @@ class SplitBoundary:
     """The decoder's (and the whole graph's) waveform output."""
     hop_length: int
     """Samples per frame: the product of the decoder's upsampling strides."""
+    durations: str | None = None
+    """An extra frontend output: frames per phoneme id, shape (1, 1, ids); None if the voice lacks it."""
 
     @property
     def decoder_inputs(self) -> tuple[str, ...]:
@@ -99,11 +106,14 @@ def split_voice(model: onnx.ModelProto) -> SplitVoice:
     latent = _find_latent(graph.node)
     conditioning = _conditioning(graph.node, inputs, latent, audio)
     boundary_names = [latent, *conditioning]
+    durations = find_durations(graph.node, latent)
+    if durations in boundary_names:
+        durations = None
 
     # The extractor needs each boundary tensor's type, which only shape inference records.
     try:
         extractor = onnx.utils.Extractor(onnx.shape_inference.infer_shapes(model))
-        frontend = extractor.extract_model(list(inputs), boundary_names)
+        frontend = extractor.extract_model(list(inputs), boundary_names + ([durations] if durations else []))
         decoder = extractor.extract_model(boundary_names, [audio])
     except (ValueError, KeyError, onnx.shape_inference.InferenceError) as error:
         raise GraphSplitError(f"could not extract the two graphs: {error}") from error
@@ -119,7 +129,7 @@ def split_voice(model: onnx.ModelProto) -> SplitVoice:
     if hop_length == 1:
         raise GraphSplitError("the decoder has no upsampling ConvTranspose; frames cannot be mapped to samples")
 
-    boundary = SplitBoundary(latent, conditioning, inputs, audio, hop_length)
+    boundary = SplitBoundary(latent, conditioning, inputs, audio, hop_length, durations)
     return SplitVoice(frontend.SerializeToString(), decoder.SerializeToString(), boundary)
 
 
@@ -139,6 +149,24 @@ def _find_latent(nodes: Iterable[onnx.NodeProto]) -> str:
     if len(candidates) != 1:
         raise GraphSplitError(f"expected one z_p = m_p + noise Add, found {len(candidates)}: {candidates}")
     return candidates[0]
+
+
+def find_durations(nodes: Iterable[onnx.NodeProto], latent: str | None = None) -> str | None:
+    """The duration predictor's frames per phoneme id: the output of the one ``Ceil`` that ``z_p`` depends on.
+
+    Args:
+        nodes: The voice's graph nodes.
+        latent: ``z_p`` when known (``_find_latent``); without it, the graph's only ``Ceil`` (what Piper's own
+            ``patch_voice_with_alignment`` assumes).
+
+    Returns:
+        The tensor name, or None when there is no such node or more than one: no timings, rather than wrong ones.
+    """
+    nodes = list(nodes)
+    ceilings = [node.output[0] for node in nodes if node.op_type == "Ceil" and node.output]
+    if latent is not None:
+        ceilings = [name for name in ceilings if latent in _forward_closure(nodes, {name})]
+    return ceilings[0] if len(ceilings) == 1 else None
 
 
 def _conditioning(nodes: Iterable[onnx.NodeProto], inputs: tuple[str, ...], latent: str, audio: str) -> tuple[str, ...]:

@@ -72,6 +72,8 @@ class Latent:
     values: Mapping[str, npt.NDArray[Any]]
     """Decoder input name → array, as the frontend returned them."""
     frames: int
+    durations: npt.NDArray[Any] | None = None
+    """Frames per phoneme id (the duration predictor's ``w_ceil``), when the split voice exposes them."""
 
     def window(self, low: int, high: int) -> dict[str, npt.NDArray[Any]]:
         """Decoder feed for frames ``[low, high)``: per-frame tensors sliced, the rest (speaker) whole."""
@@ -100,9 +102,12 @@ class FrameStreamer:
     def frontend(self, feed: Mapping[str, npt.NDArray[Any]]) -> Latent:
         """Run the frontend on one sentence (all of its noise is drawn here, once)."""
         feed = {name: value for name, value in feed.items() if name in self.boundary.frontend_inputs}
-        outputs = self._frontend.run(list(self.boundary.decoder_inputs), feed)
-        values = dict(zip(self.boundary.decoder_inputs, outputs, strict=True))
-        return Latent(values, int(values[self.boundary.latent].shape[-1]))
+        names = list(self.boundary.decoder_inputs)
+        durations = self.boundary.durations
+        outputs = self._frontend.run(names + ([durations] if durations else []), feed)
+        values = dict(zip(names, outputs[: len(names)], strict=True))
+        frames = np.asarray(outputs[len(names)]).reshape(-1) if durations else None
+        return Latent(values, int(values[self.boundary.latent].shape[-1]), frames)
 
     def decode(self, latent: Latent, start: int, stop: int) -> Float32Array:
         """Samples of frames ``[start, stop)``, equal to that slice of a full decode."""
@@ -123,7 +128,10 @@ class FrameStreamer:
 
         Stops before the next decoder call once ``cancelled`` is set.
         """
-        latent = self.frontend(feed)
+        yield from self.windows(self.frontend(feed), cancelled)
+
+    def windows(self, latent: Latent, cancelled: threading.Event | None = None) -> Iterator[Float32Array]:
+        """Each window's samples of a sentence whose frontend already ran; stops once ``cancelled`` is set."""
         for start, stop in self.schedule.windows(latent.frames):
             if cancelled is not None and cancelled.is_set():
                 return
