@@ -14,15 +14,18 @@ import asyncio
 import importlib.util
 import inspect
 import json
+import os
 import platform
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
-from speakwire.bench.servers import ServerProcess, free_port
+# Run as a script, bench/ is first on sys.path, and bench/wyoming.py would hide the wyoming package.
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
+
+from speakwire.bench.servers import ServerProcess, free_port  # noqa: E402
 
 PARAGRAPH = (
     "Thanks for calling. Your order shipped this morning and should arrive on Thursday. "
@@ -44,12 +47,8 @@ def load_probes() -> dict[str, ModuleType]:
     return probes
 
 
-def measure(probe: ModuleType, base_url: str, wyoming_port: int) -> float:
-    function = probe.first_audio_s
-    kwargs: dict[str, Any] = {}
-    if "wyoming_port" in inspect.signature(function).parameters:
-        kwargs["wyoming_port"] = wyoming_port
-    result = function(base_url, PARAGRAPH, **kwargs)
+def measure(probe: ModuleType, base_url: str) -> float:
+    result = probe.first_audio_s(base_url, PARAGRAPH)
     if inspect.isawaitable(result):
         result = asyncio.run(result)  # type: ignore[arg-type]
     return float(result)
@@ -64,6 +63,7 @@ def main() -> int:
     port, wyoming_port = free_port(), free_port()
     argv = [sys.executable, "-m", "speakwire", "serve", "--host", "127.0.0.1", "--port", str(port),
             "--wyoming-port", str(wyoming_port), "--log-level", "warning"]  # fmt: skip
+    os.environ["SPEAKWIRE_WYOMING_PORT"] = str(wyoming_port)  # where bench/dialects/wyoming.py connects
     times: dict[str, list[float]] = {name: [] for name in probes}
     errors: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as logs:
@@ -75,7 +75,7 @@ def main() -> int:
                     if name in errors:
                         continue
                     try:
-                        seconds = measure(probe, base_url, wyoming_port)
+                        seconds = measure(probe, base_url)
                     except Exception as exc:  # a broken probe is reported, the others still run
                         errors[name] = f"{type(exc).__name__}: {exc}"
                         continue
@@ -90,7 +90,7 @@ def main() -> int:
         rows.append({"dialect": name, "rounds": len(values), "min_ms": round(min(values) * 1000, 1),
                      "median_ms": round(median * 1000, 1), "max_ms": round(max(values) * 1000, 1),
                      "ratio_to_openai_http": round(median / baseline, 2) if baseline else None})  # fmt: skip
-    result = {"text": PARAGRAPH, "machine": {"cpus": __import__("os").cpu_count(), "platform": platform.platform(),
+    result = {"text": PARAGRAPH, "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
               "python": platform.python_version()}, "rows": rows, "errors": errors}  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "dialect_latency.json").write_text(json.dumps(result, indent=2) + "\n")
