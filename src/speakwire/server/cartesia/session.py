@@ -31,7 +31,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from speakwire.encoders.base import Encoder
 from speakwire.encoders.registry import create_encoder
-from speakwire.errors import BadRequestError, PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.errors import BadRequestError, EngineError, PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.cartesia import protocol as p
 from speakwire.server.options import ResolvedSpeech, resolve_speech
@@ -347,8 +347,11 @@ class CartesiaSession:
                     return
         except _Closed:
             pass
-        except Exception:
+        except Exception as exc:
             logger.exception("cartesia context %s failed", ctx.id)
+            self._forget(ctx)
+            with contextlib.suppress(_Closed):
+                await self._error(EngineError(f"Internal error: {type(exc).__name__}"), ctx.id)
         finally:
             self._forget(ctx)
 
