@@ -11,15 +11,13 @@ def first_audio_s(base_url: str, text: str) -> float:
     """Seconds from sending the request to the first PCM bytes in the client's hands."""
     client = openai.OpenAI(api_key="local", base_url=f"{base_url}/v1")
     started = time.perf_counter()
+    first: float | None = None
     with client.audio.speech.with_streaming_response.create(
         model="tts-1", voice="alloy", input=text, response_format="pcm"
     ) as response:
         for chunk in response.iter_bytes():
-            if chunk:
+            if chunk and first is None:
                 first = time.perf_counter() - started
-                break
-        else:
-            raise RuntimeError("no audio")
-        for _ in response.iter_bytes():
-            pass
+    if first is None:
+        raise RuntimeError("no audio")
     return first

@@ -260,6 +260,22 @@ async def test_empty_stream_is_just_stopped(wyoming: Live) -> None:
         (Synthesize(text="Hello.", voice=SynthesizeVoice(name="nobody")).event(), "voice_not_found"),
         (Synthesize(text="Hello.", voice=SynthesizeVoice(language="xx")).event(), "language_not_found"),
         (Synthesize(text=" \u200b ?! ").event(), "nothing_to_speak"),
+    ],
+)
+async def test_a_failed_one_shot_gets_an_error_and_the_connection_closes(
+    wyoming: Live, request_event: Event, code: str
+) -> None:
+    """As wyoming-piper does: Home Assistant's one-shot client ignores errors and reads to audio-stop or EOF."""
+    async with client(wyoming) as c:
+        await c.write_event(request_event)
+        reply = await read_until(c, "error")
+        assert Error.from_event(reply.events[-1]).code == code
+        assert await asyncio.wait_for(c.read_event(), timeout=10) is None
+
+
+@pytest.mark.parametrize(
+    ("request_event", "code"),
+    [
         (SynthesizeChunk(text="no stream").event(), "no_stream"),
         (Event(type="synthesize", data={"text": 5}), "invalid_event"),
     ],

@@ -231,9 +231,21 @@ class WyomingConnection:
         finally:
             self._last_activity = time.monotonic()
 
-    def _error_in_order(self, text: str, code: p.ErrorCode) -> None:
+    def _error_in_order(self, text: str, code: p.ErrorCode, *, then_close: bool = False) -> None:
+        """Send an error after what came before it; ``then_close`` ends the connection after it.
+
+        A failed one-shot ``synthesize`` closes, as wyoming-piper does: Home Assistant's one-shot
+        client ignores ``error`` events and reads until ``audio-stop`` or the end of the connection,
+        so a connection kept open would make it wait for the idle timeout.
+        """
         frame = p.error(text, code)
-        self._in_order(lambda: self._send(frame))
+
+        async def send() -> None:
+            await self._send(frame)
+            if then_close:
+                raise _Closed
+
+        self._in_order(send)
 
     # ----- client events ----------------------------------------------------------------
 
@@ -269,16 +281,18 @@ class WyomingConnection:
     async def _speak_once(self, command: p.SpeakOnce) -> None:
         text = command.text
         if not is_speakable(clean_text(text)):
-            self._error_in_order("Nothing to speak: the text has no letters or digits.", "nothing_to_speak")
+            self._error_in_order("Nothing to speak: the text has no letters or digits.", "nothing_to_speak",
+                                 then_close=True)  # fmt: skip
             return
         limit = self.state.settings.max_input_chars
         if len(text) > limit:
             self._error_in_order(
                 f"Text is {len(text)} characters; the limit is {limit}. Stream it (synthesize-start/-chunk/-stop).",
                 "too_large",
+                then_close=True,
             )
             return
-        utterance = await self._open(command.voice)
+        utterance = await self._open(command.voice, then_close=True)
         if utterance is None:
             return
         utterance.feed(text)
@@ -310,16 +324,18 @@ class WyomingConnection:
         self._stream.finish()
         self._stream = None
 
-    async def _open(self, voice: p.VoiceChoice | None, *, max_buffer_chars: int = 100_000) -> Utterance | None:
+    async def _open(
+        self, voice: p.VoiceChoice | None, *, max_buffer_chars: int = 100_000, then_close: bool = False
+    ) -> Utterance | None:
         """Resolve the voice and admit an utterance; on failure send the error (in order) and return None."""
         try:
             resolved = await self._resolve(voice)
             utterance = open_utterance(self.state, resolved, protocol=PROTOCOL, max_buffer_chars=max_buffer_chars)
         except p.WyomingError as exc:
-            self._error_in_order(exc.text, exc.code)
+            self._error_in_order(exc.text, exc.code, then_close=then_close)
             return None
         except SpeakwireError as exc:
-            self._error_in_order(exc.message, _error_code(exc))
+            self._error_in_order(exc.message, _error_code(exc), then_close=then_close)
             return None
         self._utterances.add(utterance)
         return utterance
