@@ -15,6 +15,7 @@ from speakwire.server.auth import ApiKeyMiddleware
 from speakwire.server.body_limit import BodyLimitMiddleware
 from speakwire.server.cartesia import router as cartesia_router
 from speakwire.server.deepgram import router as deepgram_router
+from speakwire.server.elevenlabs import router as elevenlabs_router
 from speakwire.server.errors import install_error_handlers
 from speakwire.server.redaction import install_log_redaction
 from speakwire.server.sagemaker import router as sagemaker_router
@@ -63,6 +64,7 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
     app.include_router(voices_router.router)
     app.include_router(cartesia_router.router)
     app.include_router(deepgram_router.router)
+    app.include_router(elevenlabs_router.router)
     if settings.api_key:
         app.add_middleware(
             ApiKeyMiddleware,

@@ -61,6 +61,27 @@ def offered_key(headers: Mapping[str, str], query: Mapping[str, str] | None = No
     return key
 
 
+UNAUTHORIZED_BODIES: dict[str, dict[str, object]] = {
+    "/v1/text-to-speech/": {"detail": {"status": "invalid_api_key", "message": "Invalid API key"}},  # ElevenLabs
+}
+"""Path prefix → the 401 body in the shape that API answers with (its SDK hands it to the user)."""
+
+
+def unauthorized_body(path: str) -> dict[str, object]:
+    """The 401 body for ``path``: its vendor's shape (``UNAUTHORIZED_BODIES``), else OpenAI's."""
+    for prefix, body in UNAUTHORIZED_BODIES.items():
+        if path.startswith(prefix):
+            return body
+    return {
+        "error": {
+            "message": "Missing or invalid API key: send 'Authorization: Bearer <key>'.",
+            "type": "AuthenticationError",
+            "param": None,
+            "code": 401,
+        }
+    }
+
+
 class ApiKeyMiddleware:
     def __init__(
         self, app: ASGIApp, api_key: str, *, trust_invocations: bool = False, public_metrics: bool = False
@@ -80,16 +101,7 @@ class ApiKeyMiddleware:
         if key_matches(self.api_key, offered_key(headers)):
             await self.app(scope, receive, send)
             return
-        body = json.dumps(
-            {
-                "error": {
-                    "message": "Missing or invalid API key: send 'Authorization: Bearer <key>'.",
-                    "type": "AuthenticationError",
-                    "param": None,
-                    "code": 401,
-                }
-            }
-        ).encode()
+        body = json.dumps(unauthorized_body(scope["path"])).encode()
         await send(
             {
                 "type": "http.response.start",

@@ -1,0 +1,237 @@
+"""Routes of the ElevenLabs dialect: the two WebSockets, and ``POST /v1/text-to-speech/{voice_id}[...]``.
+
+HTTP takes ``output_format`` in the query (default ``mp3_44100_128``) and a JSON body ``{text, model_id,
+voice_settings, language_code, seed, ...}``; other fields are ignored. ``/v1/text-to-speech/{voice_id}``
+answers the whole file, ``/stream`` the audio as it is produced (chunked), ``/with-timestamps`` one JSON object
+``{audio_base64, alignment, normalized_alignment}``, and ``/stream/with-timestamps`` one such object per line
+as the audio is produced, its times in seconds from the start of the audio (``alignment.py``).
+
+Errors carry ElevenLabs' body ``{"detail": {"status", "message"}}`` (``voice_not_found`` 404, ``invalid_request``
+400, ``too_many_concurrent_requests`` 429, ...); an invalid body or ``output_format`` is FastAPI's 422, as
+ElevenLabs (a FastAPI service) sends it and the SDK raises as ``UnprocessableEntityError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+
+import numpy as np
+from fastapi import APIRouter, Request, WebSocket
+from pydantic import ValidationError
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from speakwire.audio.chunk import Float32Array
+from speakwire.errors import SpeakwireError, TooBusyError
+from speakwire.server.elevenlabs import protocol as p
+from speakwire.server.elevenlabs.alignment import CharacterAligner, CharTiming, http_alignment
+from speakwire.server.elevenlabs.session import PROTOCOL, ElevenLabsSession
+from speakwire.server.options import resolve_speech
+from speakwire.server.state import ServerState
+from speakwire.server.turns import close_utterance, open_utterance
+from speakwire.synthesis import AudioReady, SegmentFinished, Utterance
+from speakwire.text.hygiene import clean_text, is_speakable
+
+router = APIRouter()
+
+
+@router.websocket("/v1/text-to-speech/{voice_id}/stream-input")
+async def stream_input(websocket: WebSocket, voice_id: str) -> None:
+    await ElevenLabsSession(websocket, websocket.app.state.speakwire, voice_id, multi=False).run()
+
+
+@router.websocket("/v1/text-to-speech/{voice_id}/multi-stream-input")
+async def multi_stream_input(websocket: WebSocket, voice_id: str) -> None:
+    await ElevenLabsSession(websocket, websocket.app.state.speakwire, voice_id, multi=True).run()
+
+
+@router.post("/v1/text-to-speech/{voice_id}", summary="ElevenLabs: speech as one audio file.")
+async def convert(voice_id: str, request: Request) -> Response:
+    try:
+        job = await _start(request, voice_id)
+        data, _ = await job.whole_file()
+    except _Reply as reply:
+        return reply.response
+    return Response(data, media_type=job.fmt.content_type)
+
+
+@router.post("/v1/text-to-speech/{voice_id}/with-timestamps", summary="ElevenLabs: one file and its alignment.")
+async def convert_with_timestamps(voice_id: str, request: Request) -> Response:
+    try:
+        job = await _start(request, voice_id)
+        data, chars = await job.whole_file()
+    except _Reply as reply:
+        return reply.response
+    alignment = http_alignment(chars)
+    body = {"audio_base64": base64.b64encode(data).decode(), "alignment": alignment, "normalized_alignment": alignment}
+    return JSONResponse(body)
+
+
+@router.post("/v1/text-to-speech/{voice_id}/stream", summary="ElevenLabs: audio streamed as it is produced.")
+async def stream(voice_id: str, request: Request) -> Response:
+    try:
+        job = await _start(request, voice_id)
+    except _Reply as reply:
+        return reply.response
+    return StreamingResponse(job.audio_stream(), media_type=job.fmt.content_type)
+
+
+@router.post(
+    "/v1/text-to-speech/{voice_id}/stream/with-timestamps",
+    summary="ElevenLabs: newline-delimited JSON chunks of audio (base64) and character timings.",
+)
+async def stream_with_timestamps(voice_id: str, request: Request) -> Response:
+    try:
+        job = await _start(request, voice_id)
+    except _Reply as reply:
+        return reply.response
+    return StreamingResponse(job.timestamped_stream(), media_type="application/x-ndjson")
+
+
+class _Reply(Exception):
+    """An error answered before (or instead of) any audio."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+class StreamAborted(Exception):
+    """Raised inside a streamed body so the connection drops: a truncated body must not pass for complete."""
+
+
+def _error(exc: SpeakwireError, voice_id: str) -> _Reply:
+    status, name = p.error_status(exc)
+    if isinstance(exc, p.InvalidOutputFormat):
+        body = p.validation_error_body(["query", "output_format"], exc.message, "enum")
+        return _Reply(JSONResponse(body, status_code=422))
+    headers = {"Retry-After": str(max(1, round(exc.retry_after_s)))} if isinstance(exc, TooBusyError) else None
+    return _Reply(JSONResponse(p.http_error_body(name, p.describe(exc, voice_id)), status_code=status, headers=headers))
+
+
+async def _body(request: Request) -> p.TextToSpeechBody:
+    raw = await request.body()
+    try:
+        fields = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        body = p.validation_error_body(["body"], f"JSON decode error: {exc}", "json_invalid")
+        raise _Reply(JSONResponse(body, status_code=422)) from None
+    try:
+        return p.TextToSpeechBody.model_validate(fields)
+    except ValidationError as exc:
+        detail = [
+            {"type": e["type"], "loc": ["body", *e["loc"]], "msg": e["msg"], "input": _jsonable(e.get("input"))}
+            for e in exc.errors()
+        ]
+        raise _Reply(JSONResponse({"detail": detail}, status_code=422)) from None
+
+
+def _jsonable(value: object) -> object:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return None
+    return value
+
+
+async def _start(request: Request, voice_id: str) -> _Job:
+    """Validate everything, then start synthesis; raises ``_Reply`` with ElevenLabs' error."""
+    state: ServerState = request.app.state.speakwire
+    try:
+        fmt = p.parse_output_format(request.query_params.get("output_format"))
+    except SpeakwireError as exc:
+        raise _error(exc, voice_id) from None
+    body = await _body(request)
+    text = body.text
+    if not is_speakable(clean_text(text)):
+        message = "Text has nothing to speak: it must hold letters or digits."
+        raise _Reply(JSONResponse(p.http_error_body("invalid_request", message), status_code=400))
+    limit = state.settings.max_input_chars
+    if len(text) > limit:
+        message = f"Text is {len(text)} characters; the limit is {limit}. Split it, or stream it over stream-input."
+        raise _Reply(JSONResponse(p.http_error_body("max_character_limit_exceeded", message), status_code=400))
+    try:
+        settings = p.parse_voice_settings(body.voice_settings)
+        engine, _, _ = state.require_ready()
+        options = p.speech_options(voice_id, fmt, model_id=body.model_id, language_code=body.language_code,
+                                   voice_settings=settings, seed=body.seed)  # fmt: skip
+        resolved = await resolve_speech(state, engine, options)
+        utterance = open_utterance(state, resolved, protocol=PROTOCOL)
+    except SpeakwireError as exc:
+        raise _error(exc, voice_id) from None
+    aligner = CharacterAligner()
+    aligner.add_text(clean_text(text))
+    utterance.feed(text)
+    utterance.finish()
+    return _Job(state, utterance, fmt, aligner)
+
+
+@dataclasses.dataclass(slots=True)
+class _Job:
+    """One HTTP request's utterance, delivered one of three ways; each closes the utterance however it ends."""
+
+    state: ServerState
+    utterance: Utterance
+    fmt: p.OutputFormat
+    aligner: CharacterAligner
+
+    async def whole_file(self) -> tuple[bytes, list[CharTiming]]:
+        parts: list[Float32Array] = []
+        chars: list[CharTiming] = []
+        produced = 0
+        try:
+            async for event in self.utterance.events():
+                if isinstance(event, AudioReady):
+                    parts.append(event.samples)
+                    produced += len(event.samples)
+                    chars += self.aligner.place(event.words, produced / self.fmt.sample_rate)
+                elif isinstance(event, SegmentFinished) and event.error is not None:
+                    raise _error(event.error, "")
+        finally:
+            close_utterance(self.state, self.utterance, PROTOCOL)
+        chars += self.aligner.finish(produced / self.fmt.sample_rate)
+        samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+        return await asyncio.to_thread(self._encode_file, samples), chars
+
+    def _encode_file(self, samples: Float32Array) -> bytes:
+        encoder = self.fmt.encoder(streaming=False)
+        return encoder.header() + encoder.encode(samples) + encoder.finish()
+
+    async def audio_stream(self) -> AsyncIterator[bytes]:
+        async for data, _ in self._chunks():
+            if data:
+                yield data
+
+    async def timestamped_stream(self) -> AsyncIterator[bytes]:
+        async for data, chars in self._chunks():
+            if data or chars:
+                alignment = http_alignment(chars)
+                line = {"audio_base64": base64.b64encode(data).decode(), "alignment": alignment,
+                        "normalized_alignment": alignment}  # fmt: skip
+                yield (json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+    async def _chunks(self) -> AsyncIterator[tuple[bytes, list[CharTiming]]]:
+        """Encoded audio as it is produced, with the characters whose words start in it."""
+        rate = self.fmt.sample_rate
+        encoder = self.fmt.encoder(streaming=True)
+        held = encoder.header()
+        chars: list[CharTiming] = []
+        produced = 0
+        try:
+            async for event in self.utterance.events():
+                if isinstance(event, AudioReady):
+                    produced += len(event.samples)
+                    chars += self.aligner.place(event.words, produced / rate)
+                    data = held + encoder.encode(event.samples)
+                    held = b""
+                    if data:
+                        yield data, chars
+                        chars = []
+                elif isinstance(event, SegmentFinished) and event.error is not None:
+                    raise StreamAborted(event.error.message)
+            yield held + encoder.finish(), chars + self.aligner.finish(produced / rate)
+        finally:
+            close_utterance(self.state, self.utterance, PROTOCOL)

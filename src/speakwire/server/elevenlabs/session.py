@@ -1,0 +1,415 @@
+"""ElevenLabsSession: one WebSocket connection of ``stream-input`` or ``multi-stream-input``.
+
+The receive loop never waits for synthesis: text goes into its context's open utterance as it arrives, and
+each context has a speaker task that sends the audio of that context's utterances in order. ``flush``
+finishes the open utterance (the segmenter then cuts the rest of its text, so it is spoken now) and later
+text opens the next one; the speaker finishes one utterance before it starts the next, while the next may
+already synthesize. Contexts speak independently, as ElevenLabs' do; every message goes out whole under one
+lock and names its ``contextId``, and a context's ``isFinal`` is its last message. Whatever way the
+connection ends, every utterance is cancelled and every task awaited.
+
+Errors are answered the ElevenLabs way, which the SDK turns into ``ApiError``: an error message
+``{"message", "error", "code"}`` as the last message, then a non-1000 close (1008, or 1013 when busy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import dataclasses
+import json
+import logging
+import time
+from typing import Any, NoReturn
+
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from speakwire.errors import BadRequestError, NotReadyError, PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.server.auth import key_matches, offered_key
+from speakwire.server.elevenlabs import protocol as p
+from speakwire.server.elevenlabs.alignment import CharacterAligner, CharTiming, ws_alignment
+from speakwire.server.options import ResolvedSpeech, resolve_speech
+from speakwire.server.state import ServerState
+from speakwire.server.stream.protocol import MAX_SESSION_CHARS, MAX_TEXT_MESSAGE_BYTES
+from speakwire.server.turns import close_utterance, open_utterance
+from speakwire.synthesis import AudioReady, SegmentFinished, Utterance, UtteranceFinished
+from speakwire.text.hygiene import clean_text
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL = "elevenlabs"
+
+
+class _Closed(Exception):
+    """The connection is over (the client left, or we closed it)."""
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class _Run:
+    """One utterance of a context (the text between two flushes) and the alignment of its text."""
+
+    utterance: Utterance
+    aligner: CharacterAligner = dataclasses.field(default_factory=CharacterAligner)
+    stopped: bool = False
+    """Closed before it was flushed: nothing more of it is sent."""
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class _Context:
+    id: str | None
+    resolved: ResolvedSpeech
+    last_activity: float
+    runs: asyncio.Queue[_Run | None] = dataclasses.field(default_factory=asyncio.Queue)
+    """What the speaker says next, in order; None: send ``isFinal`` and stop."""
+    every_run: list[_Run] = dataclasses.field(default_factory=list)
+    open: _Run | None = None
+    """The utterance taking text (nothing flushed it yet)."""
+    speaking: _Run | None = None
+    speaker: asyncio.Task[None] | None = None
+
+
+class ElevenLabsSession:
+    def __init__(self, websocket: WebSocket, state: ServerState, voice_id: str, *, multi: bool) -> None:
+        self.ws = websocket
+        self.state = state
+        self.voice_id = voice_id
+        self.multi = multi
+        self._protocol = p.StreamInputProtocol(multi=multi)
+        self._send_lock = asyncio.Lock()
+        self._query: p.StreamQuery | None = None
+        self._resolved: ResolvedSpeech | None = None
+        self._contexts: dict[str | None, _Context] = {}
+        self._draining: set[_Context] = set()
+        """Closed contexts whose speaker still sends their flushed audio and ``isFinal``."""
+        self._last_activity = time.monotonic()
+
+    # ----- lifetime ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        await self.ws.accept()
+        try:
+            first = await self._open()
+            if first is not None:
+                await self._dispatch(first)
+            while True:
+                await self._dispatch(await self._next_command())
+        except _Closed:
+            pass
+        except Exception:
+            logger.exception("elevenlabs session failed")
+            await self._close(p.CLOSE_INTERNAL, "internal error")
+        finally:
+            await self._cancel_all()
+
+    async def _open(self) -> p.Command | None:
+        """Authenticate (headers, query, or the first message) and resolve voice, model and format."""
+        api_key = self.state.settings.api_key
+        first: p.Command | None = None
+        if api_key and not key_matches(api_key, offered_key(self.ws.headers, self.ws.query_params)):
+            first = await self._first_command()
+            offered = first.api_key if isinstance(first, p.InitContext) else None
+            if not key_matches(api_key, offered):
+                await self._fatal(p.INVALID_API_KEY, "invalid_api_key", p.CLOSE_POLICY)
+        try:
+            self._query = query = p.parse_stream_query(self.ws.query_params)
+            engine, _, _ = self.state.require_ready()
+            options = p.speech_options(self.voice_id, query.output_format, model_id=query.model_id,
+                                       language_code=query.language_code, seed=query.seed)  # fmt: skip
+            self._resolved = await resolve_speech(self.state, engine, options)
+        except SpeakwireError as exc:
+            await self._fatal_error(exc)
+        return first
+
+    async def _first_command(self) -> p.Command:
+        timeout = self.state.settings.ws_config_timeout_s
+        try:
+            raw = await asyncio.wait_for(self._receive(), timeout=timeout)
+        except TimeoutError:
+            await self._fatal(p.inactivity_message(timeout), "input_timeout_exceeded", p.CLOSE_POLICY)
+        return await self._parse(raw)
+
+    async def _next_command(self) -> p.Command:
+        while True:
+            remaining = self._next_deadline() - time.monotonic()
+            try:
+                raw = await asyncio.wait_for(self._receive(), timeout=max(remaining, 0.001))
+            except TimeoutError:
+                await self._expire()
+                continue
+            return await self._parse(raw)
+
+    async def _receive(self) -> str | bytes:
+        message = await self.ws.receive()
+        if message["type"] == "websocket.disconnect":
+            raise _Closed
+        self._last_activity = time.monotonic()
+        text = message.get("text")
+        return str(text) if text is not None else bytes(message.get("bytes") or b"")
+
+    async def _parse(self, raw: str | bytes) -> p.Command:
+        if len(raw) > MAX_TEXT_MESSAGE_BYTES // 4 and len(_utf8(raw)) > MAX_TEXT_MESSAGE_BYTES:
+            await self._fatal(f"Message exceeds {MAX_TEXT_MESSAGE_BYTES} bytes.", "message_too_big", 1009)
+        try:
+            return self._protocol.receive(raw)
+        except BadRequestError as exc:
+            await self._fatal(exc.message, getattr(exc, "error", "invalid_input_message"), p.CLOSE_POLICY)
+
+    # ----- inactivity -------------------------------------------------------------------
+
+    def _timeout(self) -> float:
+        return self._query.inactivity_timeout_s if self._query else p.DEFAULT_INACTIVITY_TIMEOUT_S
+
+    def _next_deadline(self) -> float:
+        timeout = self._timeout()
+        if self.multi and (self._contexts or self._draining):
+            times = [ctx.last_activity for ctx in self._contexts.values()]
+            return min(times, default=time.monotonic()) + timeout
+        return self._last_activity + timeout
+
+    async def _expire(self) -> None:
+        """ElevenLabs' inactivity rule: a context (or the connection) that got no message for the timeout
+        ends. Audio still being spoken counts as activity, so only an idle one expires."""
+        now, timeout = time.monotonic(), self._timeout()
+        for ctx in list(self._contexts.values()):
+            if now - ctx.last_activity < timeout:
+                continue
+            if not _idle(ctx):
+                ctx.last_activity = now
+            elif self.multi:
+                self._close_context(ctx)
+        if self.multi and (self._contexts or self._draining):
+            return
+        if self._contexts and not all(_idle(ctx) for ctx in self._contexts.values()):
+            self._last_activity = now
+        elif now - self._last_activity >= timeout:
+            await self._fatal(p.inactivity_message(timeout), "input_timeout_exceeded", p.CLOSE_POLICY)
+
+    # ----- sending ----------------------------------------------------------------------
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        async with self._send_lock:
+            if self.ws.application_state != WebSocketState.CONNECTED:
+                raise _Closed
+            try:
+                await self.ws.send_text(json.dumps(message, ensure_ascii=False))
+            except (WebSocketDisconnect, RuntimeError, OSError) as exc:
+                raise _Closed from exc
+
+    async def _fatal(self, message: str, error: str, close_code: int) -> NoReturn:
+        with contextlib.suppress(_Closed):
+            await self._send(p.error_message(message, error))
+        await self._close(close_code, p.safe_reason(message))
+        raise _Closed
+
+    async def _fatal_error(self, exc: SpeakwireError) -> NoReturn:
+        _, error = p.error_status(exc)
+        busy = isinstance(exc, TooBusyError | NotReadyError)
+        await self._fatal(p.describe(exc, self.voice_id), error, p.CLOSE_TRY_LATER if busy else p.CLOSE_POLICY)
+
+    async def _close(self, code: int, reason: str = "") -> None:
+        if self.ws.application_state == WebSocketState.CONNECTED:
+            with contextlib.suppress(Exception):
+                await self.ws.close(code, reason)
+
+    # ----- client commands --------------------------------------------------------------
+
+    async def _dispatch(self, command: p.Command) -> None:
+        if isinstance(command, p.InitContext | p.SendText):
+            ctx = self._contexts.get(command.context_id) or self._new_context(command)
+            await self._feed(ctx, command.text, flush=command.flush)
+        elif isinstance(command, p.Flush):
+            if (flushed := self._touch(command.context_id)) is not None:
+                _flush(flushed)
+        elif isinstance(command, p.KeepAlive):
+            self._touch(command.context_id)
+        elif isinstance(command, p.CloseContext):
+            if (closed := self._contexts.get(command.context_id)) is not None:
+                self._close_context(closed)
+        elif isinstance(command, p.EndOfInput):
+            await self._end_of_input()
+        elif isinstance(command, p.CloseSocket):
+            await self._close_socket()
+
+    def _touch(self, context_id: str | None) -> _Context | None:
+        ctx = self._contexts.get(context_id)
+        if ctx is not None:
+            ctx.last_activity = time.monotonic()
+        return ctx
+
+    def _new_context(self, command: p.InitContext | p.SendText) -> _Context:
+        assert self._resolved is not None
+        resolved = self._resolved
+        settings = command.voice_settings if isinstance(command, p.InitContext) else None
+        if settings is not None and settings.speed is not None:
+            request = dataclasses.replace(resolved.request, speed=settings.speed)
+            resolved = dataclasses.replace(resolved, request=request)
+        ctx = _Context(command.context_id, resolved, last_activity=time.monotonic())
+        self._contexts[ctx.id] = ctx
+        return ctx
+
+    async def _feed(self, ctx: _Context, text: str, *, flush: bool) -> None:
+        ctx.last_activity = time.monotonic()
+        if ctx.open is None and text.strip():
+            ctx.open = await self._start_run(ctx)
+            text = text.lstrip()  # the init message's " " and a chunk's leading space start no utterance
+        if ctx.open is not None and text:
+            ctx.open.aligner.add_text(clean_text(text))  # the pipeline's word offsets count the cleaned text
+            try:
+                ctx.open.utterance.feed(text)
+            except PayloadTooLargeError as exc:
+                await self._fatal(exc.message, "max_character_limit_exceeded", 1009)
+        if flush:
+            _flush(ctx)
+
+    async def _start_run(self, ctx: _Context) -> _Run:
+        try:
+            utterance = open_utterance(self.state, ctx.resolved, protocol=PROTOCOL, max_buffer_chars=MAX_SESSION_CHARS)
+        except SpeakwireError as exc:
+            await self._fatal_error(exc)
+        run = _Run(utterance)
+        ctx.every_run.append(run)
+        ctx.runs.put_nowait(run)
+        self._ensure_speaker(ctx)
+        return run
+
+    def _ensure_speaker(self, ctx: _Context) -> None:
+        if ctx.speaker is None:
+            ctx.speaker = asyncio.create_task(self._speak(ctx))
+
+    def _close_context(self, ctx: _Context) -> None:
+        """Unflushed text is dropped and its audio stops now; flushed text is still spoken; then isFinal."""
+        self._contexts.pop(ctx.id, None)
+        if ctx.open is not None:
+            ctx.open.stopped = True
+            ctx.open.utterance.cancel()
+            ctx.open = None
+        ctx.runs.put_nowait(None)
+        self._draining.add(ctx)
+        self._ensure_speaker(ctx)
+
+    async def _end_of_input(self) -> None:
+        """stream-input's ``{"text": ""}``: speak everything, send isFinal, close with 1000."""
+        ctx = self._contexts.pop(None, None)
+        if ctx is not None:
+            _flush(ctx)
+            ctx.runs.put_nowait(None)
+            self._ensure_speaker(ctx)
+            assert ctx.speaker is not None
+            self._draining.add(ctx)
+            await asyncio.shield(ctx.speaker)
+        else:
+            await self._send(p.final_message(None, multi=False))
+        await self._close(p.CLOSE_NORMAL)
+        raise _Closed
+
+    async def _close_socket(self) -> None:
+        """multi-stream-input's ``close_socket``: every context ends as on close_context, then close 1000."""
+        for ctx in list(self._contexts.values()):
+            self._close_context(ctx)
+        speakers = [ctx.speaker for ctx in self._draining if ctx.speaker is not None]
+        await asyncio.gather(*(asyncio.shield(s) for s in speakers), return_exceptions=True)
+        await self._close(p.CLOSE_NORMAL)
+        raise _Closed
+
+    async def _cancel_all(self) -> None:
+        contexts = [*self._contexts.values(), *self._draining]
+        self._contexts.clear()
+        self._draining.clear()
+        for ctx in contexts:
+            for run in ctx.every_run:
+                run.stopped = True
+                run.utterance.cancel()
+            if ctx.speaker is not None:
+                ctx.speaker.cancel()
+        for ctx in contexts:
+            if ctx.speaker is not None:
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await ctx.speaker
+            for run in ctx.every_run:
+                close_utterance(self.state, run.utterance, PROTOCOL)
+
+    # ----- speaking ---------------------------------------------------------------------
+
+    async def _speak(self, ctx: _Context) -> None:
+        try:
+            while (run := await ctx.runs.get()) is not None:
+                ctx.speaking = run
+                try:
+                    await self._speak_run(ctx, run)
+                finally:
+                    ctx.speaking = None
+                    close_utterance(self.state, run.utterance, PROTOCOL)
+                ctx.last_activity = self._last_activity = time.monotonic()  # inactivity counts from here
+            await self._send(p.final_message(ctx.id, multi=self.multi))
+        except _Closed:
+            pass
+        finally:
+            self._draining.discard(ctx)
+
+    async def _speak_run(self, ctx: _Context, run: _Run) -> None:
+        """Send one utterance's audio, each message with the alignment of the words that start in it.
+
+        Once the engine has timed a word of this utterance, audio in which no word starts (the middle of a long
+        word in a streamed window, a sentence's last few resampled samples) waits for the next chunk, unless
+        nothing more is coming yet: clients that place each chunk's words by adding up the previous chunks'
+        alignment (pipecat's ``calculate_word_times``) would otherwise lose its duration.
+        """
+        assert self._query is not None
+        fmt = self._query.output_format
+        rate = fmt.sample_rate
+        encoder = fmt.encoder(streaming=True)
+        unsent = encoder.header()
+        chars: list[CharTiming] = []
+        produced = sent = 0
+        """Samples given to the encoder / covered by messages already sent (alignment is relative to these)."""
+        aligned = False
+        async for event in run.utterance.events():
+            if run.stopped:
+                continue
+            if isinstance(event, AudioReady):
+                produced += len(event.samples)
+                aligned = aligned or bool(event.words)
+                chars += run.aligner.place(event.words, produced / rate)
+                unsent += encoder.encode(event.samples)
+                if unsent and (chars or not aligned):
+                    await self._send_audio(ctx, run, unsent, chars, sent / rate, produced / rate)
+                    unsent, chars, sent = b"", [], produced
+            elif isinstance(event, SegmentFinished):
+                if unsent and (chars or not aligned or run.utterance.idle):
+                    await self._send_audio(ctx, run, unsent, chars, sent / rate, produced / rate)
+                    unsent, chars, sent = b"", [], produced
+                if event.error is not None:
+                    logger.warning("elevenlabs: segment %d failed: %s", event.index, event.error.message)
+                    message = p.error_message(f"Synthesis failed: {event.error.message}", "synthesis_failed")
+                    await self._send({**message, "contextId": ctx.id} if self.multi else message)
+            elif isinstance(event, UtteranceFinished) and not event.cancelled:
+                unsent += encoder.finish()
+                chars += run.aligner.finish(produced / rate)
+                if unsent:
+                    await self._send_audio(ctx, run, unsent, chars, sent / rate, produced / rate)
+
+    async def _send_audio(
+        self, ctx: _Context, run: _Run, data: bytes, chars: list[CharTiming], start_s: float, end_s: float
+    ) -> None:
+        if run.stopped:
+            return
+        alignment = ws_alignment(chars, start_s, end_s)
+        await self._send(p.audio_message(base64.b64encode(data).decode(), alignment, ctx.id, multi=self.multi))
+
+
+def _flush(ctx: _Context) -> None:
+    """Speak the open utterance's text now, even its unfinished last sentence; later text opens another."""
+    if ctx.open is not None:
+        ctx.open.utterance.finish()
+        ctx.open = None
+
+
+def _idle(ctx: _Context) -> bool:
+    """Nothing is waiting to be spoken: only more text could make this context speak."""
+    speaking = ctx.speaking
+    return ctx.runs.empty() and (speaking is None or (speaking is ctx.open and speaking.utterance.idle))
+
+
+def _utf8(raw: str | bytes) -> bytes:
+    return raw if isinstance(raw, bytes) else raw.encode(errors="surrogatepass")
