@@ -16,6 +16,7 @@ from speakwire.errors import BadRequestError, SpeakwireError
 from speakwire.server.options import resolve_speech
 from speakwire.server.speech.protocol import SpeechRequest
 from speakwire.server.state import ServerState
+from speakwire.server.stream.protocol import sentence_timestamps
 from speakwire.synthesis import AudioReady, SegmentFinished, Usage, Utterance, UtteranceFinished
 from speakwire.text.hygiene import clean_text, is_speakable
 
@@ -79,16 +80,18 @@ async def create_speech(
     utterance.feed(text)
     utterance.finish()
     headers = audio_headers(rate)
-    if body.ignored_fields:
-        _note_ignored(body.ignored_fields)
-        headers["X-Ignored-Fields"] = ", ".join(body.ignored_fields)
     delivery = body.delivery(accept)
+    words = bool(body.word_timestamps) and delivery == "sse"
+    ignored = body.ignored_fields + (["word_timestamps"] if body.word_timestamps and not words else [])
+    if ignored:
+        _note_ignored(ignored)
+        headers["X-Ignored-Fields"] = ", ".join(ignored)
     if delivery == "file":
         try:
             return await _whole_file(utterance, fmt, rate, headers)
         finally:
             _close(state, utterance, protocol)
-    stream = _raw_stream(utterance, fmt, rate) if delivery == "audio" else _sse_stream(utterance, fmt, rate)
+    stream = _raw_stream(utterance, fmt, rate) if delivery == "audio" else _sse_stream(utterance, fmt, rate, words)
     return StreamingResponse(
         _closing(state, utterance, protocol, stream),
         media_type="text/event-stream" if delivery == "sse" else CONTENT_TYPES[fmt],
@@ -149,7 +152,8 @@ def _sse(event: dict[str, object]) -> bytes:
     return f"data: {json.dumps(event, separators=(',', ':'))}\n\n".encode()
 
 
-async def _sse_stream(utterance: Utterance, fmt: str, rate: int) -> AsyncIterator[bytes]:
+async def _sse_stream(utterance: Utterance, fmt: str, rate: int, words: bool = False) -> AsyncIterator[bytes]:
+    """SSE deltas; with ``words``, a ``speech.audio.words`` event after the delta of the audio they start in."""
     encoder = create_encoder(fmt, rate, streaming=True)
     pending = encoder.header()
     async for event in utterance.events():
@@ -158,6 +162,8 @@ async def _sse_stream(utterance: Utterance, fmt: str, rate: int) -> AsyncIterato
             pending = b""
             if data:
                 yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+            if words and event.words:
+                yield _sse({"type": "speech.audio.words", "words": sentence_timestamps(event.words, 0.0, 0)})
         elif isinstance(event, SegmentFinished) and event.error is not None:
             yield _sse({"type": "speech.audio.error", "error": event.error.to_dict()})
             return

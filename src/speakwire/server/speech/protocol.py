@@ -39,6 +39,9 @@ class SpeechRequest(BaseModel):
     max_new_tokens: int | None = Field(None, ge=1, le=4096)
     seed: int | None = None
     initial_codec_chunk_frames: int | None = Field(None, ge=0)
+    word_timestamps: bool | None = Field(
+        None, description="With stream_format sse: speech.audio.words events (word, start_ms, end_ms, char offsets)."
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -1,17 +1,28 @@
 """Wire format of the speech stream: limits, close codes, session.config parsing, server events.
 
 Compatible with both vLLM-Omni generations (see ../shared/reference/protocols.md §2)
-plus our additions: ``input.cancel`` (alias ``response.cancel``) → ``input.cancelled``,
-usage on ``session.done``, and auth inside ``session.config``.
+plus our additions: ``input.cancel`` (alias ``response.cancel``) → ``input.cancelled``
+(saying how much of the text the audio sent had covered), usage on ``session.done``, and
+auth inside ``session.config``.
+
+``word_timestamps: true`` is vLLM-Omni's: audio then travels as JSON ``audio.chunk`` events
+(base64 PCM, ``timestamps: null``), and after each sentence's audio one more ``audio.chunk``
+with empty audio carries the sentence's words, ``[{word, start_ms, end_ms}]`` in milliseconds
+from the sentence's first sample (vLLM-Omni's fields), plus ``char_start``/``char_end`` into
+the sentence's ``sentence_text`` (ours). ``timestamps`` is null for a sentence the engine
+could not time (Qwen3 today).
 """
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from speakwire.errors import BadRequestError
 from speakwire.server.options import SpeechOptions, voice_name
+from speakwire.text.alignment import WordTiming
 from speakwire.text.segmenter import Granularity
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
@@ -51,6 +62,7 @@ class StreamConfig:
     close_after_done: bool
     ignored_fields: tuple[str, ...]
     api_key: str | None
+    word_timestamps: bool = False
 
 
 def parse_config(message: dict[str, Any]) -> StreamConfig:
@@ -71,8 +83,13 @@ def parse_config(message: dict[str, Any]) -> StreamConfig:
             f"split_granularity must be none, sentence or clause, got {granularity!r}.", param="split_granularity"
         )
     ignored = sorted(set(message) - _CONFIG_FIELDS)
-    if _bool(message, "word_timestamps", False):
-        ignored.append("word_timestamps")
+    word_timestamps = _bool(message, "word_timestamps", False)
+    if word_timestamps and not stream_audio:
+        raise BadRequestError(
+            "word_timestamps=true requires stream_audio=true and response_format 'pcm' (timestamps ride the "
+            "per-sentence PCM audio.chunk stream).",
+            param="word_timestamps",
+        )
     speed = message.get("speed")
     if speed is not None and not isinstance(speed, int | float):
         raise BadRequestError("speed must be a number.", param="speed")
@@ -100,6 +117,7 @@ def parse_config(message: dict[str, Any]) -> StreamConfig:
         close_after_done=_bool(message, "close_after_done", False),
         ignored_fields=tuple(ignored),
         api_key=_str(message, "api_key"),
+        word_timestamps=word_timestamps,
     )
 
 
@@ -141,9 +159,71 @@ def error_event(message: str, *, code: str | None = None, **extra: Any) -> dict[
     return event
 
 
-def audio_start(utterance: int, sentence: int, text: str, fmt: str, sample_rate: int) -> dict[str, Any]:
-    return {"type": "audio.start", "utterance_index": utterance, "sentence_index": sentence,
-            "sentence_text": text, "format": fmt, "sample_rate": sample_rate, "channels": 1}  # fmt: skip
+def audio_start(
+    utterance: int, sentence: int, text: str, fmt: str, sample_rate: int, *, word_timestamps: bool = False
+) -> dict[str, Any]:
+    event = {"type": "audio.start", "utterance_index": utterance, "sentence_index": sentence,
+             "sentence_text": text, "format": fmt, "sample_rate": sample_rate, "channels": 1}  # fmt: skip
+    if word_timestamps:
+        event["word_timestamps"] = True
+    return event
+
+
+def audio_chunk(
+    utterance: int,
+    sentence: int,
+    chunk_id: int,
+    start_ms: int,
+    end_ms: int,
+    sample_rate: int,
+    pcm: bytes,
+    timestamps: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """vLLM-Omni's JSON audio frame (``word_timestamps: true``); times in ms from the sentence's first sample."""
+    return {"type": "audio.chunk", "utterance_index": utterance, "sentence_index": sentence, "chunk_id": chunk_id,
+            "chunk_start_ms": start_ms, "chunk_end_ms": end_ms, "sample_rate": sample_rate, "channels": 1,
+            "audio_b64": base64.b64encode(pcm).decode("ascii"), "timestamps": timestamps}  # fmt: skip
+
+
+def sentence_timestamps(words: Sequence[WordTiming], start_s: float, char_offset: int) -> list[dict[str, Any]]:
+    """A sentence's words as vLLM-Omni lists them, relative to the sentence's first sample and its text."""
+    return [
+        {
+            "word": word.text,
+            "start_ms": max(0, round((word.start_s - start_s) * 1000)),
+            "end_ms": max(0, round((word.end_s - start_s) * 1000)),
+            "char_start": word.char_start - char_offset,
+            "char_end": word.char_end - char_offset,
+        }
+        for word in words
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Heard:
+    """How far one utterance's audio got before a cancel."""
+
+    utterance_index: int
+    spoken_chars: int
+    """Characters of the utterance's text that the audio sent covers: through the last word whose audio was
+    entirely sent, or, for an engine without word timings, through the last sentence entirely sent."""
+    text: str
+    audio_sent_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"utterance_index": self.utterance_index, "spoken_chars": self.spoken_chars,
+                "spoken_text": self.text[: self.spoken_chars], "audio_sent_s": round(self.audio_sent_s, 3)}  # fmt: skip
+
+
+def input_cancelled(heard: Sequence[Heard], fallback_index: int) -> dict[str, Any]:
+    """``input.cancelled`` for the utterances a cancel cut short: the last one's fields on top, earlier ones listed."""
+    if not heard:
+        return {"type": "input.cancelled", "utterance_index": fallback_index, "spoken_chars": 0, "spoken_text": "",
+                "audio_sent_s": 0.0}  # fmt: skip
+    event: dict[str, Any] = {"type": "input.cancelled", **heard[-1].to_dict()}
+    if len(heard) > 1:
+        event["earlier"] = [item.to_dict() for item in heard[:-1]]
+    return event
 
 
 def audio_done(utterance: int, sentence: int, total_bytes: int, error: bool) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from speakwire.server.options import ResolvedSpeech, resolve_speech
 from speakwire.server.state import ServerState
 from speakwire.server.stream import protocol as p
 from speakwire.synthesis import AudioReady, SegmentFinished, SegmentStarted, Utterance, UtteranceFinished
+from speakwire.text.alignment import WordTiming
 
 logger = logging.getLogger(__name__)
 
@@ -38,12 +39,33 @@ class _Closed(Exception):
 
 
 @dataclasses.dataclass(slots=True)
+class _Sent:
+    """How much of one utterance the client has been sent: what ``input.cancelled`` reports."""
+
+    rate: int
+    samples: int = 0
+    words: list[WordTiming] = dataclasses.field(default_factory=list)
+    sentence_chars: int = 0
+    """The text through the last sentence whose audio was sent whole."""
+
+    def heard(self, index: int, text: str) -> p.Heard:
+        audio_s = self.samples / self.rate
+        spoken = self.sentence_chars
+        for word in self.words:  # in order; a word counts once all of its audio was sent
+            if word.end_s > audio_s:
+                break
+            spoken = max(spoken, word.char_end)
+        return p.Heard(index, min(spoken, len(text)), text, audio_s)
+
+
+@dataclasses.dataclass(slots=True)
 class _Active:
     """An utterance and the task speaking it."""
 
     index: int
     utterance: Utterance
     speaker: asyncio.Task[None]
+    sent: _Sent
 
 
 class StreamSession:
@@ -249,8 +271,9 @@ class StreamSession:
         self._next_index += 1
         self._speaking = [a for a in self._speaking if not a.speaker.done()]
         previous = self._speaking[-1].speaker if self._speaking else None
-        speaker = asyncio.create_task(self._speak(index, utterance, self._config, resolved, previous))
-        self._open = _Active(index, utterance, speaker)
+        sent = _Sent(resolved.output_rate)
+        speaker = asyncio.create_task(self._speak(index, utterance, self._config, resolved, previous, sent))
+        self._open = _Active(index, utterance, speaker, sent)
         self._speaking.append(self._open)
         return self._open
 
@@ -271,8 +294,9 @@ class StreamSession:
     async def _on_cancel(self) -> None:
         targets = [a for a in self._speaking if not a.speaker.done()]
         index = targets[-1].index if targets else max(self._next_index - 1, 0)
-        await self._cancel_all()
-        await self._send_json({"type": "input.cancelled", "utterance_index": index})
+        await self._cancel_all()  # the speakers are gone: what they sent is final
+        heard = [a.sent.heard(a.index, a.utterance.text) for a in targets]
+        await self._send_json(p.input_cancelled(heard, index))
 
     async def _on_session_close(self) -> None:
         if self._open is not None:
@@ -304,25 +328,48 @@ class StreamSession:
         config: p.StreamConfig,
         resolved: ResolvedSpeech,
         previous: asyncio.Task[None] | None,
+        sent: _Sent,
     ) -> None:
         fmt, rate = resolved.response_format, resolved.output_rate
+        timestamps = config.word_timestamps
         try:
             if previous is not None:
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.shield(previous)
             sentence_samples: list[np.ndarray] = []
-            sentence_bytes = 0
+            sentence_words: list[WordTiming] = []
+            sentence_bytes = chunk_id = 0
+            produced = sentence_start = 0  # samples of the utterance made so far / before this sentence
+            sentence_text, sentence_offset, next_offset = "", 0, 0
             async for event in utterance.events():
                 if isinstance(event, SegmentStarted):
-                    sentence_samples, sentence_bytes = [], 0
-                    await self._send_json(p.audio_start(index, event.index, event.text, fmt, rate))
+                    sentence_samples, sentence_words, sentence_bytes, chunk_id = [], [], 0, 0
+                    sentence_start, sentence_text = produced, event.text
+                    sentence_offset, next_offset = next_offset, next_offset + len(event.text)
+                    await self._send_json(p.audio_start(index, event.index, event.text, fmt, rate,
+                                                        word_timestamps=timestamps))  # fmt: skip
                 elif isinstance(event, AudioReady):
-                    if config.stream_audio:
+                    produced += len(event.samples)
+                    sentence_words.extend(event.words)
+                    if timestamps:
+                        data = float_to_int16_bytes(event.samples)
+                        for at in range(0, len(data), p.MAX_FRAME_BYTES):
+                            piece = data[at : at + p.MAX_FRAME_BYTES]
+                            start_ms = round((sentence_bytes // 2) * 1000 / rate)
+                            sentence_bytes += len(piece)
+                            end_ms = round((sentence_bytes // 2) * 1000 / rate)
+                            await self._send_json(p.audio_chunk(index, event.index, chunk_id, start_ms, end_ms, rate,
+                                                                piece))  # fmt: skip
+                            chunk_id += 1
+                    elif config.stream_audio:
                         data = float_to_int16_bytes(event.samples)
                         sentence_bytes += len(data)
                         await self._send_bytes(data)
                     else:
                         sentence_samples.append(event.samples)
+                    if config.stream_audio:
+                        sent.samples += len(event.samples)
+                        sent.words.extend(event.words)
                 elif isinstance(event, SegmentFinished):
                     if not config.stream_audio and sentence_samples:
                         samples = np.concatenate(sentence_samples)
@@ -330,10 +377,19 @@ class StreamSession:
                         sentence_bytes = len(data)
                         async with self._send_lock:
                             await self._guarded(self.ws.send_bytes(data))
+                        sent.samples += len(samples)
+                        sent.words.extend(sentence_words)
+                    if timestamps:
+                        words = p.sentence_timestamps(sentence_words, sentence_start / rate, sentence_offset)
+                        end_ms = round((produced - sentence_start) * 1000 / rate)
+                        await self._send_json(p.audio_chunk(index, event.index, chunk_id, 0, end_ms, rate, b"",
+                                                            words or None))  # fmt: skip
                     if event.error is not None:
                         await self._error(f"Sentence {event.index} failed: {event.error.message}",
                                           code="synthesis_failed", utterance_index=index,
                                           sentence_index=event.index)  # fmt: skip
+                    else:
+                        sent.sentence_chars = sentence_offset + len(sentence_text)
                     await self._send_json(p.audio_done(index, event.index, sentence_bytes, event.error is not None))
                 elif isinstance(event, UtteranceFinished):
                     if event.cancelled:
