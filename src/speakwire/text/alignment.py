@@ -20,6 +20,16 @@ Three layers, none of them doing I/O:
 
 Every step is total: odd text costs precision (in the worst case a word's time is interpolated by
 characters between its neighbours), never an exception, and every word of the original text gets a timing.
+
+Precision: Piper's marks are exact to the frame (256 samples, 11.6 ms at 22.05 kHz) for the phonemes VITS
+was asked to say; word edges inside an espeak merge ("of the") are split by size. Qwen3 gives no marks: its
+only per-frame signal is the talker's text-track position, and it is a lead, not an alignment. The talker
+reads one text token per 80 ms frame (12.5 tokens/s, about 9 English words/s) from its first frame (the
+prompt consumes one token; measured on the tiny checkpoints: frame k has read k + 1 tokens), while it speaks
+about 2.5 words/s, and the position is reported once per decoded chunk (2 to 25 frames, 0.16 to 2 s). So the
+read position runs ahead of the speech by about six words per second of audio and only bounds a word's start
+from below; the sentence labels of ``synthesis._SentenceLabels`` cap it with a reading pace and are early or
+late by a word or more. Word timings from that would be estimates, so Qwen3 utterances carry none.
 """
 
 from __future__ import annotations
