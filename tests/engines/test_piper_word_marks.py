@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import shutil
+from pathlib import Path
 
+import onnx
 import pytest
 
 from speakwire.audio.chunk import AudioChunk
 from speakwire.engines.base import SynthesisRequest
-from speakwire.engines.piper import PiperEngine, PiperOptions
+from speakwire.engines.piper import PiperEngine, PiperOptions, embedded_voice_paths
 from speakwire.text.alignment import WordMark, word_spans
 from speakwire.text.normalize import normalize_english
 
@@ -86,3 +89,18 @@ def test_a_voice_without_durations_synthesizes_without_marks(
     assert engine.info.extra["word_timings"] is False
     chunks = synthesize(engine, "Still speaks.", stream=False)
     assert chunks and not marks_of(chunks)
+
+
+def test_a_voice_patched_with_pipers_alignment_output_loads_and_marks_the_same(
+    tmp_path: Path, piper_engine: PiperEngine
+) -> None:
+    from piper.patch_voice_with_alignment import add_alignment_output
+
+    model_path, config_path = embedded_voice_paths()
+    model = onnx.load(str(model_path))
+    add_alignment_output(model)
+    patched = tmp_path / "patched.onnx"
+    onnx.save(model, str(patched))
+    shutil.copy(config_path, f"{patched}.json")
+    engine = PiperEngine.load(patched, options=PiperOptions(stream_frames=False))
+    assert marks_of(synthesize(engine, TEXT, stream=False)) == marks_of(synthesize(piper_engine, TEXT, stream=False))

@@ -291,6 +291,8 @@ def _with_output(graph: onnx.ModelProto, name: str) -> bytes:
     """``graph`` serialized with ``name`` as an extra output (the graph itself is left as it was)."""
     import onnx
 
+    if any(output.name == name for output in graph.graph.output):
+        return graph.SerializeToString()  # patched on disk already (piper.patch_voice_with_alignment)
     graph.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
     try:
         return graph.SerializeToString()
