@@ -219,7 +219,6 @@ def test_a_whole_sentence_is_spoken_without_waiting_for_the_next_request(server:
     assert len(audio_of(events, "sentence")) > len(openai_audio(server, "The capital of France is Paris."))
 
 
-@pytest.mark.xfail(reason="word timings not landed yet", strict=False)
 def test_word_timestamps_are_monotone_and_cover_the_text(server: LiveServer) -> None:
     with client_for(server).tts.websocket_connect() as conn:
         ctx = conn.context("words", voice=VOICE, output_format=S16, add_timestamps=True)
