@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -61,8 +62,15 @@ def offered_key(headers: Mapping[str, str], query: Mapping[str, str] | None = No
     return key
 
 
-UNAUTHORIZED_BODIES: dict[str, dict[str, object]] = {
-    "/v1/text-to-speech/": {"detail": {"status": "invalid_api_key", "message": "Invalid API key"}},  # ElevenLabs
+UNAUTHORIZED_BODIES: dict[str, Callable[[], dict[str, object]]] = {
+    # ElevenLabs: the SDK raises ApiError with this body.
+    "/v1/text-to-speech/": lambda: {"detail": {"status": "invalid_api_key", "message": "Invalid API key"}},
+    # Cartesia's error shape (error_code, title, message, request_id).
+    "/tts/": lambda: {"error_code": "unauthorized", "title": "Invalid API key", "request_id": str(uuid.uuid4()),
+                      "message": "Send the key as 'Authorization: Bearer <key>' or 'X-API-Key'."},
+    # Deepgram's (err_code, err_msg, request_id).
+    "/v1/speak": lambda: {"err_code": "INVALID_AUTH", "err_msg": "Invalid credentials.",
+                          "request_id": str(uuid.uuid4())},
 }
 """Path prefix → the 401 body in the shape that API answers with (its SDK hands it to the user)."""
 
@@ -71,7 +79,7 @@ def unauthorized_body(path: str) -> dict[str, object]:
     """The 401 body for ``path``: its vendor's shape (``UNAUTHORIZED_BODIES``), else OpenAI's."""
     for prefix, body in UNAUTHORIZED_BODIES.items():
         if path.startswith(prefix):
-            return body
+            return body()
     return {
         "error": {
             "message": "Missing or invalid API key: send 'Authorization: Bearer <key>'.",
