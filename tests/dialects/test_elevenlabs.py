@@ -7,12 +7,14 @@ import base64
 import io
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
 import av
 import httpx
+import numpy as np
 import pytest
 import websockets.exceptions
 import websockets.sync.client
@@ -22,15 +24,15 @@ from elevenlabs.core.api_error import ApiError
 from elevenlabs.errors.unprocessable_entity_error import UnprocessableEntityError
 
 from speakwire.engines.piper import PiperEngine
+from speakwire.server.elevenlabs.alignment import CharacterAligner, ws_alignment
 from speakwire.settings import Settings
+from speakwire.text.alignment import WordTiming
 from support.audio import decode
 from support.live_server import LiveServer, start_server
 
 TEXT = "Hello from the ElevenLabs SDK. It speaks on speakwire."
 LONG = " ".join(f"This is sentence number {n} of a long answer that keeps going." for n in range(1, 6))
 PCM_BYTES_PER_S = 24000 * 2
-
-timings_pending = pytest.mark.xfail(reason="word timings not landed yet", strict=False)
 
 
 def client_for(server: LiveServer, api_key: str = "unused") -> ElevenLabs:
@@ -73,6 +75,13 @@ def messages_until_close(ws: websockets.sync.client.ClientConnection) -> list[di
 
 def audio_of(messages: list[dict[str, Any]]) -> bytes:
     return b"".join(base64.b64decode(m["audio"]) for m in messages if m.get("audio"))
+
+
+def same_audio(a: bytes, b: bytes) -> bool:
+    """Same engine, same seed: the same samples. Exactly as long; equal within the 1e-3 that Piper allows its
+    streamed windows (a sentence is windowed or not depending on how much audio the listener has buffered)."""
+    x, y = np.frombuffer(a, "<i2").astype(np.int32), np.frombuffer(b, "<i2").astype(np.int32)
+    return len(x) == len(y) and (len(x) == 0 or int(np.abs(x - y).max()) <= 33)
 
 
 def within(measured_s: float, reference_s: float, tolerance: float = 0.1) -> bool:
@@ -120,7 +129,7 @@ def test_seeded_stream_input_is_exactly_the_http_audio_then_final_and_1000(serve
         assert ws.close_code == 1000
     assert messages[-1] == {"isFinal": True}
     assert all("audio" in m for m in messages[:-1]) and len(messages) > 2
-    assert audio_of(messages) == http_pcm(server, TEXT)
+    assert same_audio(audio_of(messages), http_pcm(server, TEXT))
 
 
 def test_flush_speaks_buffered_text_before_the_end_of_input(server: LiveServer) -> None:
@@ -134,7 +143,7 @@ def test_flush_speaks_buffered_text_before_the_end_of_input(server: LiveServer) 
         rest = messages_until_close(ws)
     audio = audio_of([first, *rest])
     # The flush cut the text in two utterances, each spoken whole, in order.
-    assert audio == http_pcm(server, "Hello there with no full stop") + http_pcm(server, "And a second part.")
+    assert same_audio(audio, http_pcm(server, "Hello there with no full stop") + http_pcm(server, "And a second part."))
     assert rest[-1] == {"isFinal": True}
 
 
@@ -144,17 +153,16 @@ def test_voice_settings_speed_is_honoured(server: LiveServer) -> None:
         send(ws, text=TEXT)
         send(ws, text="")
         audio = audio_of(messages_until_close(ws))
-    assert audio == http_pcm(server, TEXT, speed=1.2)
+    assert same_audio(audio, http_pcm(server, TEXT, speed=1.2))
     assert len(audio) < 0.95 * len(http_pcm(server, TEXT))
     http = b"".join(
         client_for(server).text_to_speech.convert(
             voice_id="alloy", text=TEXT, seed=1, output_format="pcm_24000", voice_settings=VoiceSettings(speed=1.2)
         )
     )
-    assert http == audio
+    assert same_audio(http, audio)
 
 
-@timings_pending
 def test_stream_input_alignment_is_monotone_and_covers_the_text(server: LiveServer) -> None:
     with connect(ws_url(server, sync_alignment="true")) as ws:
         send(ws, text=" ")
@@ -189,7 +197,7 @@ def test_stream_input_alignment_is_monotone_and_covers_the_text(server: LiveServ
 def test_http_convert_with_seed_is_exactly_our_pcm(server: LiveServer) -> None:
     audio = b"".join(client_for(server).text_to_speech.convert(voice_id="alloy", text=TEXT, seed=1,
                                                                output_format="pcm_24000"))  # fmt: skip
-    assert audio == http_pcm(server, TEXT)
+    assert same_audio(audio, http_pcm(server, TEXT))
 
 
 @pytest.mark.parametrize(("output_format", "fmt", "rate", "bit_rate"),
@@ -212,17 +220,16 @@ def test_http_stream_sends_audio_as_it_is_produced(server: LiveServer) -> None:
     chunks = list(client_for(server).text_to_speech.stream(voice_id="alloy", text=LONG, seed=1,
                                                            output_format="pcm_24000"))  # fmt: skip
     assert len(chunks) > 1
-    assert b"".join(chunks) == http_pcm(server, LONG)
+    assert same_audio(b"".join(chunks), http_pcm(server, LONG))
 
 
 def test_http_stream_with_timestamps_chunks_join_to_the_audio(server: LiveServer) -> None:
     chunks = list(client_for(server).text_to_speech.stream_with_timestamps(
         voice_id="alloy", text=TEXT, seed=1, output_format="pcm_24000"))  # fmt: skip
     audio = b"".join(base64.b64decode(chunk.audio_base_64) for chunk in chunks)
-    assert len(chunks) > 1 and audio == http_pcm(server, TEXT)
+    assert len(chunks) > 1 and same_audio(audio, http_pcm(server, TEXT))
 
 
-@timings_pending
 def test_http_timestamps_are_monotone_and_cover_the_text(server: LiveServer) -> None:
     client = client_for(server)
     chunks = list(client.text_to_speech.stream_with_timestamps(voice_id="alloy", text=TEXT, seed=1,
@@ -237,7 +244,7 @@ def test_http_timestamps_are_monotone_and_cover_the_text(server: LiveServer) -> 
     whole = client.text_to_speech.convert_with_timestamps(voice_id="alloy", text=TEXT, seed=1,
                                                           output_format="pcm_24000")  # fmt: skip
     assert whole.alignment is not None and "".join(whole.alignment.characters) == TEXT
-    assert base64.b64decode(whole.audio_base_64) == http_pcm(server, TEXT)
+    assert same_audio(base64.b64decode(whole.audio_base_64), http_pcm(server, TEXT))
 
 
 def test_http_errors_have_elevenlabs_shape(server: LiveServer) -> None:
@@ -323,7 +330,7 @@ def test_a_bad_message_ends_only_its_own_session(server: LiveServer) -> None:
         broken = messages_until_close(bad)
         assert bad.close_code == 1008 and broken[-1]["error"] == "invalid_input_message"
         send(good, text="")
-        assert audio_of(messages_until_close(good)) == http_pcm(server, TEXT)
+        assert same_audio(audio_of(messages_until_close(good)), http_pcm(server, TEXT))
 
 
 # ----- multi-stream-input, the way pipecat drives it ------------------------------------------------
@@ -370,7 +377,7 @@ def test_close_context_mid_speech_stops_it_and_the_other_context_completes(serve
         assert grouped[context][-1] == {"isFinal": True, "contextId": context}
         assert all(m.get("audio") for m in grouped[context][:-1])
     assert len(audio_of(grouped["a"])) < 0.5 * len(http_pcm(server, LONG))
-    assert audio_of(grouped["b"]) == http_pcm(server, TEXT)
+    assert same_audio(audio_of(grouped["b"]), http_pcm(server, TEXT))
 
 
 def test_flush_then_close_context_speaks_everything_as_pipecat_expects(server: LiveServer) -> None:
@@ -392,8 +399,8 @@ def test_flush_then_close_context_speaks_everything_as_pipecat_expects(server: L
             if len(again) == 1:
                 send(ws, context_id="turn-1", close_context=True)
     assert all(m["contextId"] == "turn-1" for m in messages + again)
-    assert audio_of(messages) == http_pcm(server, TEXT)
-    assert audio_of(again) == http_pcm(server, "Again.")
+    assert same_audio(audio_of(messages), http_pcm(server, TEXT))
+    assert same_audio(audio_of(again), http_pcm(server, "Again."))
 
 
 def test_multi_stream_needs_the_key_and_refuses_a_bad_voice(keyed_server: LiveServer) -> None:
@@ -418,6 +425,14 @@ def test_an_idle_context_is_closed_after_the_inactivity_timeout(server: LiveServ
         assert ws.close_code == 1008 and rest[-1]["error"] == "input_timeout_exceeded"
 
 
+def test_stream_input_without_text_ends_after_the_inactivity_timeout(server: LiveServer) -> None:
+    with connect(ws_url(server, inactivity_timeout=1)) as ws:
+        send(ws, text=" ")
+        messages = messages_until_close(ws)
+        assert ws.close_code == 1008
+    assert messages[-1]["error"] == "input_timeout_exceeded" and "1 seconds" in messages[-1]["message"]
+
+
 def test_sessions_run_side_by_side(server: LiveServer) -> None:
     results: dict[int, bytes] = {}
 
@@ -436,3 +451,48 @@ def test_sessions_run_side_by_side(server: LiveServer) -> None:
     assert {n: len(a) for n, a in results.items()} == {
         n: len(http_pcm(server, f"Session number {n} is speaking.")) for n in range(3)
     }
+
+
+def test_a_client_that_leaves_mid_speech_leaves_nothing_running(server: LiveServer) -> None:
+    for route in ("stream-input", "multi-stream-input"):
+        with connect(ws_url(server, route)) as ws:
+            send(ws, text=" ", context_id="a")
+            send(ws, text=LONG, context_id="a", flush=True)
+            if route == "stream-input":
+                send(ws, text="")
+            assert json.loads(ws.recv(timeout=60)).get("audio")
+    deadline = time.monotonic() + 10
+    while server.state.pipeline.active and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.state.pipeline.active == 0
+
+
+# ----- alignment from word timings (no server) -------------------------------------------------------
+
+
+def test_alignment_places_every_character_once_in_order_and_chunks_end_where_their_audio_ends() -> None:
+    text = "Hello there, world. "
+    aligner = CharacterAligner()
+    aligner.add_text(text)
+    words = [WordTiming("Hello", 0, 5, 0.05, 0.40), WordTiming("there,", 6, 12, 0.45, 0.80),
+             WordTiming("world.", 13, 19, 0.95, 1.30)]  # fmt: skip
+    first = aligner.place(words[:2], chunk_end_s=0.6)  # "there," runs past the first chunk's end
+    second = aligner.place(words[2:], chunk_end_s=1.5)
+    assert "".join(c.char for c in first + second) == text
+    starts = [c.start_s for c in first + second]
+    assert starts == sorted(starts) and all(c.end_s >= c.start_s for c in first + second)
+    chunk = ws_alignment(first, 0.0, 0.6)
+    assert chunk is not None and chunk["chars"] == list("Hello there, ")
+    assert chunk["charStartTimesMs"][0] == 50
+    assert chunk["charStartTimesMs"][-1] + chunk["charDurationsMs"][-1] == 600
+    later = ws_alignment(second, 0.6, 1.5)
+    assert later is not None and later["charStartTimesMs"][0] == 350  # relative to its own chunk
+    assert later["charStartTimesMs"][-1] + later["charDurationsMs"][-1] == 900
+    assert ws_alignment([], 0.0, 0.5) is None
+    assert aligner.finish(1.5) == []
+
+
+def test_alignment_without_word_timings_is_null() -> None:
+    aligner = CharacterAligner()
+    aligner.add_text("No timings here.")
+    assert aligner.place((), chunk_end_s=1.0) == [] and aligner.finish(1.0) == []

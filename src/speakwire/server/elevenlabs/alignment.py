@@ -10,8 +10,10 @@ order, and times never go backwards, so the chunks' ``chars`` join back to the t
 A chunk carries the characters of the words that start in its audio. On the WebSocket, times are integer
 milliseconds relative to the chunk's first sample, as ElevenLabs sends them, and a chunk's last character
 lasts until the chunk's end: clients that place chunks by adding up each chunk's last character end
-(pipecat's ``calculate_word_times``) then stay in step with the audio. HTTP ``with-timestamps`` uses
-seconds from the start of the audio.
+(pipecat's ``calculate_word_times``) then stay in step with the audio. The characters of a word still being
+spoken when its chunk ends are placed at that end, so every chunk holds whole words (pipecat counts a word
+once a space ends it). HTTP ``with-timestamps`` uses seconds from the start of the audio, as pipecat's HTTP
+service reads them (the largest end time is the utterance's length).
 """
 
 from __future__ import annotations

@@ -18,7 +18,10 @@ of numbers) and otherwise has no effect, and ``try_trigger_generation``, ``auto_
 session finishes the utterance and opens a new one for later text, so audio stays in order).
 
 ``voice_settings.speed`` is honoured; ``stability``, ``similarity_boost``, ``style`` and
-``use_speaker_boost`` describe ElevenLabs' models and have no counterpart in ours.
+``use_speaker_boost`` describe ElevenLabs' models and have no counterpart in ours. ``seed`` (HTTP body, and the
+WebSocket query as pipecat sends it to ElevenLabs' dialogue socket) is honoured: same seed, same audio.
+``model_id`` values starting with ``eleven_`` mean the served model; ``language_code`` is passed on as our
+language name (``en`` → English).
 
 **Multi-stream-input** (``context_id`` on every message): the first message naming a context opens it; an
 empty ``text`` is a keep-alive (of that context, or of the connection when it names none, as pipecat sends

@@ -291,26 +291,44 @@ class ElevenLabsSession:
     async def _end_of_input(self) -> None:
         """stream-input's ``{"text": ""}``: speak everything, send isFinal, close with 1000."""
         ctx = self._contexts.pop(None, None)
-        if ctx is not None:
-            _flush(ctx)
-            ctx.runs.put_nowait(None)
-            self._ensure_speaker(ctx)
-            assert ctx.speaker is not None
-            self._draining.add(ctx)
-            await asyncio.shield(ctx.speaker)
-        else:
+        if ctx is None:
             await self._send(p.final_message(None, multi=False))
-        await self._close(p.CLOSE_NORMAL)
-        raise _Closed
+        else:
+            _flush(ctx)
+            self._close_context(ctx)
+        await self._finish_draining()
 
     async def _close_socket(self) -> None:
         """multi-stream-input's ``close_socket``: every context ends as on close_context, then close 1000."""
         for ctx in list(self._contexts.values()):
             self._close_context(ctx)
+        await self._finish_draining()
+
+    async def _finish_draining(self) -> NoReturn:
+        """Wait until every closed context has sent its last audio and isFinal, then close with 1000.
+
+        The client is still read meanwhile (what it sends is ignored), so a client that leaves stops the
+        synthesis at once instead of when the speakers next try to send.
+        """
         speakers = [ctx.speaker for ctx in self._draining if ctx.speaker is not None]
-        await asyncio.gather(*(asyncio.shield(s) for s in speakers), return_exceptions=True)
-        await self._close(p.CLOSE_NORMAL)
+        reader = asyncio.create_task(self._read_until_disconnect())
+        waiting = {s for s in speakers if not s.done()}
+        try:
+            while waiting and not reader.done():
+                await asyncio.wait([reader, *waiting], return_when=asyncio.FIRST_COMPLETED)
+                waiting = {s for s in waiting if not s.done()}
+        finally:
+            reader.cancel()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await reader
+        if not waiting:
+            await self._close(p.CLOSE_NORMAL)
         raise _Closed
+
+    async def _read_until_disconnect(self) -> None:
+        with contextlib.suppress(_Closed):
+            while True:
+                await self._receive()
 
     async def _cancel_all(self) -> None:
         contexts = [*self._contexts.values(), *self._draining]
