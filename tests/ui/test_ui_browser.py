@@ -38,8 +38,6 @@ from speakwire.ui.backend import Catalogue, SpeechBackend  # noqa: E402
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None:
     pytest.skip("no system Chromium (apt-get install chromium, or set CHROMIUM=/path)", allow_module_level=True)
-if shutil.which("ffmpeg") is None:
-    pytest.skip("gradio's streaming audio needs the ffmpeg program (apt-get install ffmpeg)", allow_module_level=True)
 
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -189,11 +187,13 @@ def test_speak_streams_audio_into_the_page_and_counts_the_chunks(
     assert done is not None, status
     assert int(done[1]) > 1
     # The player holds the streamed playlist (a MediaSource blob) and is playing it; its duration
-    # grows as segments load, up to the length of the speech the status reported.
+    # grows as segments load, up to the length of the speech the status reported plus the AAC
+    # encoder's priming and last frame (under 0.1 s). A gap at every chunk join (~36 ms each with a
+    # fresh encoder per chunk) would add well over 0.2 s across these chunks.
     player = "document.querySelector('#speech audio')"
     page.wait_for_function(f"(a => a && a.src.startsWith('blob:') && a.played.length > 0)({player})")
-    page.wait_for_function(f"{player}.duration > {float(done[2]) - 0.5}", timeout=30_000)
-    assert page.evaluate(f"{player}.duration") == pytest.approx(float(done[2]), abs=0.5)
+    page.wait_for_function(f"{player}.duration >= {float(done[2])}", timeout=30_000)
+    assert float(done[2]) <= page.evaluate(f"{player}.duration") < float(done[2]) + 0.2
     SCREENSHOT.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOT))
     assert outside_requests == []

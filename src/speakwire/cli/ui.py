@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 
 from speakwire.ui.backend import DEFAULT_URL, SpeechBackend
@@ -12,7 +11,7 @@ from speakwire.ui.backend import DEFAULT_URL, SpeechBackend
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("ui", help="Open a web page that streams speech from a server or SageMaker endpoint.",
-                       description="Needs the [ui] extra (gradio) and the ffmpeg program.")  # fmt: skip
+                       description="Needs the [ui] extra (gradio).")  # fmt: skip
     p.add_argument("--url", default=DEFAULT_URL, help=f"speakwire server to speak through (default {DEFAULT_URL}).")
     p.add_argument("--api-key", help="API key, if the server (or the endpoint's container) requires one.")
     # --endpoint-name and --server-port are the AWS sample's spellings, kept for people coming from it.
@@ -47,11 +46,6 @@ def run(args: argparse.Namespace) -> int:
     from speakwire.errors import MissingExtraError
     from speakwire.ui.app import build_ui, launch_ui
 
-    # Gradio's streaming audio output hands every chunk to an ffmpeg process.
-    if shutil.which("ffmpeg") is None:
-        print("speakwire ui needs the ffmpeg program for streaming audio: install it (apt-get install ffmpeg, "
-              "brew install ffmpeg) and try again.", file=sys.stderr)  # fmt: skip
-        return 2
     try:
         backend = backend_for(args)
         blocks = build_ui(backend)

@@ -12,16 +12,15 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
-import io
 import logging
 import os
-import wave
 from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from speakwire.errors import MissingExtraError
-from speakwire.ui.backend import PCM_SAMPLE_WIDTH, SpeakRequest, SpeechBackend, UiError, reference_data_uri
+from speakwire.ui.backend import SpeakRequest, SpeechBackend, UiError, reference_data_uri
+from speakwire.ui.stream import AdtsStream
 
 if TYPE_CHECKING:
     from gradio import Blocks
@@ -50,21 +49,6 @@ def import_gradio() -> ModuleType:
         raise MissingExtraError("ui", "gradio") from exc
 
 
-def wav_chunk(pcm: bytes, sample_rate: int) -> bytes:
-    """One streamed chunk as a complete 16-bit WAV file.
-
-    Gradio's streaming audio output re-encodes every yielded chunk for the browser; a
-    16-bit WAV with true sizes is the one format it reads without spawning a decoder.
-    """
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(PCM_SAMPLE_WIDTH)
-        wav.setframerate(sample_rate)
-        wav.writeframes(pcm)
-    return buffer.getvalue()
-
-
 class SpeechPage:
     """The page's event handlers, bound to one backend (kept apart from the layout so each reads alone)."""
 
@@ -90,18 +74,29 @@ class SpeechPage:
         self, text: str, voice: str | None, language: str | None, speed: float | None, ref_audio: str | None,
         ref_text: str | None,
     ) -> AsyncIterator[tuple[Any, str]]:  # fmt: skip
-        """Stream speech into the audio player, updating the status line with every chunk."""
+        """Stream speech into the audio player, updating the status line with every chunk.
+
+        The audio goes out as ADTS AAC segments from one encoder for the whole text (``AdtsStream``),
+        made off the event loop. The encoder belongs to this generator and goes with it, however the
+        run ends; what it still holds comes out with the last status, or with an error's.
+        """
         gr = self._gr
         yield gr.skip(), f"Connecting to {self.backend.target}…"
+        stream: AdtsStream | None = None
         try:
             reference = await asyncio.to_thread(reference_data_uri, ref_audio) if ref_audio else None
             request = SpeakRequest(text=text, voice=voice or None, language=language or None, speed=speed,
                                    ref_audio=reference, ref_text=ref_text or None)  # fmt: skip
             async for pcm, progress in self.backend.speak(request):
-                yield (wav_chunk(pcm, progress.sample_rate) if pcm else gr.skip()), progress.describe()
+                if pcm and stream is None:
+                    stream = AdtsStream(progress.sample_rate)
+                segment = await asyncio.to_thread(stream.encode, pcm) if pcm and stream else b""
+                if progress.finished:
+                    segment += await _finish(stream)
+                yield segment or gr.skip(), progress.describe()
         except UiError as exc:
             gr.Warning(str(exc))
-            yield gr.skip(), f"Error: {exc}"
+            yield await _finish(stream) or gr.skip(), f"Error: {exc}"
         except Exception as exc:  # the page must show a sentence, never a stack trace; the log keeps the trace
             logger.exception("speaking failed")
             yield gr.skip(), f"Error: unexpected {type(exc).__name__}: {exc}. The UI's log has the details."
@@ -109,6 +104,11 @@ class SpeechPage:
     def stopped(self) -> str:
         """The status once Stop has cancelled a run."""
         return "Stopped."
+
+
+async def _finish(stream: AdtsStream | None) -> bytes:
+    """The frames ``stream`` still holds, if it was started."""
+    return await asyncio.to_thread(stream.finish) if stream is not None else b""
 
 
 def _default_language(languages: list[str]) -> str | None:
@@ -121,8 +121,7 @@ def _default_language(languages: list[str]) -> str | None:
 def build_ui(backend: SpeechBackend, *, title: str = "speakwire") -> Blocks:
     """The page for ``backend``; launch it with ``launch_ui``.
 
-    Streaming audio also needs the ``ffmpeg`` program: gradio encodes the stream for the
-    browser with it (``speakwire ui`` checks before starting).
+    The streamed speech is encoded here (``speakwire.ui.stream``), so no ``ffmpeg`` program is needed.
 
     Args:
         backend: Where the speech comes from.
@@ -132,6 +131,8 @@ def build_ui(backend: SpeechBackend, *, title: str = "speakwire") -> Blocks:
         MissingExtraError: Gradio is not installed.
     """
     gr = import_gradio()
+    from speakwire.ui.player import speech_player  # gradio glue: only once gradio is imported and set up
+
     page = SpeechPage(backend, gr)
     blocks: Blocks
     with gr.Blocks(title=title, analytics_enabled=False) as blocks:
@@ -153,8 +154,8 @@ def build_ui(backend: SpeechBackend, *, title: str = "speakwire") -> Blocks:
                     stop = gr.Button("Stop", elem_id="stop")
             with gr.Column(scale=2):
                 # Download only: gradio's Share button would upload the speech to Hugging Face.
-                audio = gr.Audio(label="Speech", streaming=True, autoplay=True, interactive=False,
-                                 buttons=["download"], elem_id="speech")  # fmt: skip
+                audio = speech_player(label="Speech", autoplay=True, interactive=False, buttons=["download"],
+                                      elem_id="speech")  # fmt: skip
                 status = gr.Textbox(label="Status", interactive=False, lines=3, elem_id="status")
         blocks.load(page.load, outputs=[voice, language, cloning, status])
         # No concurrency limit here: every listener gets a stream of its own, and the
@@ -163,8 +164,9 @@ def build_ui(backend: SpeechBackend, *, title: str = "speakwire") -> Blocks:
                                outputs=[audio, status], concurrency_limit=None)  # fmt: skip
         # Cancelling the run closes the stream (the backend's ``finally``), which stops synthesis on the
         # server. "Stopped." comes in a second step: given outputs of its own, the cancelling event makes
-        # gradio paint the cancelled run's outputs "Error".
-        stop.click(None, cancels=[speaking]).then(page.stopped, outputs=[status])
+        # gradio paint the cancelled run's outputs "Error". The cancelling event runs a Python no-op rather
+        # than no function: gradio 6.17 never starts the ``.then`` of an event whose function is None.
+        stop.click(lambda: None, cancels=[speaking]).then(page.stopped, outputs=[status])
     return blocks
 
 

@@ -1,0 +1,47 @@
+"""The extras share one environment: whatever of them is installed, pip finds nothing broken and they import together.
+
+CI installs every extra into one environment, one after another in the README's order (scripts/test), so
+these run there against exactly what a user gets. The [ui] extra carries the pins that make this hold:
+transformers 4.57.3 ([qwen], for qwen-tts) needs huggingface-hub < 1, which gradio 6.17 is the last to accept.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+
+import pytest
+
+# qwen-tts goes in with --no-deps (README, "Why --no-deps"), so pip knows its torchaudio requirement is unmet.
+KNOWN = re.compile(r"qwen-tts [\w.]+ requires torchaudio, which is not installed\.")
+
+
+def installed(*modules: str) -> bool:
+    return all(importlib.util.find_spec(module) is not None for module in modules)
+
+
+@pytest.mark.skipif(not installed("pip"), reason="this environment has no pip to ask")
+def test_pip_finds_no_broken_requirement_in_this_environment() -> None:
+    check = subprocess.run([sys.executable, "-m", "pip", "check", "--disable-pip-version-check"],
+                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    problems = [line for line in check.stdout.splitlines() if line and not KNOWN.fullmatch(line)]
+    assert problems in ([], ["No broken requirements found."]), check.stdout + check.stderr
+
+
+@pytest.mark.skipif(not installed("gradio", "transformers"), reason="needs the [ui] and [qwen] extras")
+def test_the_ui_and_the_qwen3_engine_import_into_one_process() -> None:
+    # transformers checks the huggingface-hub it finds when imported, and refuses one gradio 6.18+ would bring.
+    code = (
+        "import gradio, transformers\n"
+        "from speakwire.ui.app import build_ui\n"
+        "from speakwire.ui.backend import SpeechBackend\n"
+        "from speakwire.engines.qwen3.compat import import_qwen_tts\n"
+        "build_ui(SpeechBackend.for_server())\n"
+        "import_qwen_tts()\n"
+    )
+    if not installed("qwen_tts"):
+        code = code.replace("import_qwen_tts()\n", "")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
