@@ -48,7 +48,7 @@ class DecodeBatcher:
         self._torch = torch
         self._decoder = decoder
         device = decoder.device
-        self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None  # type: ignore[no-untyped-call]
         self._cond = threading.Condition()
         self._waiting: list[_Request] = []
         self._closed = False
