@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from speakwire.audio.chunk import AudioChunk
+from speakwire.engines.allocator import MemoryReleaser, tune_allocator
 from speakwire.engines.base import EngineInfo, SynthesisRequest
 from speakwire.engines.piper_alignment import PiperWordMarks
 from speakwire.engines.piper_stream import FrameSchedule, FrameStreamer
@@ -63,6 +64,9 @@ class PiperOptions:
     """Yield each sentence in windows of frames as they are decoded; False: one whole-sentence call."""
     frame_schedule: FrameSchedule = field(default_factory=FrameSchedule)
     """Window sizes and decoder context for ``stream_frames`` (see ``piper_stream``)."""
+    memory_arena: bool = False
+    """onnxruntime's CPU arena and memory patterns; off because every call has new tensor sizes and they
+    grow without bound under mixed lengths (``engines.allocator``, ``bench/memory_growth.py``)."""
 
 
 # Streamed windows must reproduce the whole graph on the load-time probe within this (float32 noise is ~1e-6).
@@ -92,6 +96,11 @@ class PiperEngine:
         session_options = onnxruntime.SessionOptions()
         session_options.intra_op_num_threads = options.intra_op_threads
         session_options.inter_op_num_threads = options.inter_op_threads
+        session_options.enable_cpu_mem_arena = options.memory_arena
+        session_options.enable_mem_pattern = options.memory_arena
+        if not options.memory_arena:
+            tune_allocator()  # glibc then does the caching, bounded (see engines.allocator)
+        self._releaser = MemoryReleaser()
         graph, durations = _voice_graph(model_path, config)
         session = onnxruntime.InferenceSession(
             _with_output(graph, durations) if graph is not None and durations else str(model_path),
@@ -219,6 +228,7 @@ class PiperEngine:
                 words = ()
                 offset += len(samples)
             stream_first = False
+            self._releaser.maybe_release()
 
     def _sentence(
         self, phoneme_ids: list[int], config: SynthesisConfig, cancelled: threading.Event, *, stream: bool
