@@ -51,8 +51,9 @@ class Settings:
     """Largest request body on any route (routes have tighter limits of their own)."""
     workers: int = 0
     """Engine worker threads; 0 = one per core for CPU engines, one per KV slot for batched engines (Qwen3)."""
-    max_streams: int = 64
-    """Admission control: concurrent utterances accepted before new ones get 429/1013."""
+    max_streams: int | None = None
+    """Admission control: concurrent utterances accepted before new ones get 429/1013; None = derived from
+    the real-time capacity the warm-up measures (``server.capacity``), or the engine's own limit."""
     max_queue: int = 64
     model_aliases: dict[str, str] = field(default_factory=dict)
     voice_aliases: dict[str, str] = field(default_factory=dict)

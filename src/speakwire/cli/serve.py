@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="Qwen3 on CUDA: capture the code predictor as CUDA graphs at startup (experimental).")
     p.add_argument("--max-batch", type=int, help="Qwen3: utterances generating at once (default: memory budget, ≤ 64).")
     p.add_argument("--workers", type=int, help="Engine worker threads (default: one per core; Qwen3: one per slot).")
-    p.add_argument("--max-streams", type=int, help="Concurrent streams before 429/1013 (default 64).")
+    p.add_argument("--max-streams", type=int, help="Concurrent streams before 429/1013 (default: measured at warm-up).")
     p.add_argument("--max-input-chars", type=int, help="HTTP input limit (default 10000).")
     p.add_argument("--data-dir", help="Where saved voices live (default: per-user data dir).")
     p.add_argument("--max-voices", type=int, help="Saved-voice cap (default 1000, or SPEAKWIRE_MAX_VOICES).")

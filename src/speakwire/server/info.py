@@ -26,7 +26,17 @@ async def health() -> dict[str, str]:
 async def ready(request: Request) -> JSONResponse:
     state = _state(request)
     if state.ready:
-        return JSONResponse({"status": "ready", "engine": state.engine.info.name if state.engine else None})
+        body: dict[str, object] = {"status": "ready", "engine": state.engine.info.name if state.engine else None}
+        if state.capacity is not None and state.pipeline is not None:
+            pipeline = state.pipeline
+            body["capacity"] = state.capacity.to_dict()
+            body["load"] = {
+                "active_streams": pipeline.active,
+                "load_ratio": round(pipeline.active / max(pipeline.max_streams, 1), 3),
+                "queued_segments": pipeline.scheduler.queued,
+                "busy_workers": pipeline.scheduler.busy,
+            }
+        return JSONResponse(body)
     body = {"status": "failed" if state.load_error else "loading", "error": state.load_error}
     return JSONResponse(body, status_code=503)
 

@@ -12,7 +12,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from speakwire.synthesis import PipelineObserver, Usage
+from speakwire.server.capacity import Capacity
+from speakwire.synthesis import PipelineObserver, SynthesisPipeline, Usage
 
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
 
@@ -67,6 +68,25 @@ class SpeechMetrics:
         read = getattr(engine, "engine_metrics", None)
         if callable(read):
             self.registry.register(_EngineCollector(self.engine, read))
+
+    def watch_capacity(self, capacity: Capacity, pipeline: SynthesisPipeline) -> None:
+        """Gauges read at scrape time: the admission limit, the measured capacity, and how much is in use."""
+        r, labels = self.registry, ("engine",)
+
+        def gauge(name: str, doc: str, read: Callable[[], float]) -> None:
+            Gauge(name, doc, labels, registry=r).labels(engine=self.engine).set_function(read)
+
+        gauge("speakwire_capacity_streams", "Concurrent streams admitted before new ones are refused.",
+              lambda: float(pipeline.max_streams))  # fmt: skip
+        if capacity.audio_s_per_s is not None:
+            measured = capacity.audio_s_per_s
+            doc = "Measured at warm-up: audio seconds per wall second with every worker busy."
+            gauge("speakwire_capacity_real_time_streams", doc, lambda: measured)
+        gauge("speakwire_load_ratio", "Streams in progress / streams admitted (1 = new ones are refused).",
+              lambda: pipeline.active / max(pipeline.max_streams, 1))  # fmt: skip
+        gauge("speakwire_queued_segments", "Segments waiting for an engine worker.",
+              lambda: float(pipeline.scheduler.queued))  # fmt: skip
+        gauge("speakwire_busy_workers", "Engine workers synthesizing now.", lambda: float(pipeline.scheduler.busy))
 
     def observer(self, protocol: str) -> PipelineObserver:
         labels = {"engine": self.engine, "protocol": protocol}

@@ -15,6 +15,7 @@ from speakwire.engines.base import Engine, EngineInfo, SynthesisRequest
 from speakwire.engines.registry import default_worker_count, load_engine
 from speakwire.errors import NotReadyError
 from speakwire.scheduler import Scheduler
+from speakwire.server import capacity as cap
 from speakwire.server.metrics import SpeechMetrics
 from speakwire.server.voices.library import VoiceLibrary
 from speakwire.settings import OPENAI_MODEL_ALIASES, OPENAI_VOICE_ALIASES, PRESET_SPEAKER_ALIASES, Settings
@@ -32,6 +33,8 @@ class ServerState:
     voices: VoiceLibrary | None = None
     """Saved voices (``--data-dir``); open from startup, before and independent of the engine."""
     ready: bool = False
+    capacity: cap.Capacity | None = None
+    """Streams admitted and where that number comes from (measured at warm-up, --max-streams, the engine)."""
     load_error: str | None = None
     started_at: float = field(default_factory=time.monotonic)
     _load_task: asyncio.Task[None] | None = None
@@ -62,28 +65,33 @@ class ServerState:
             self.metrics = SpeechMetrics(engine.info.name)
             self.metrics.watch_engine(engine)
             scheduler.queue_wait_observer = self.metrics.queue_wait.labels(engine=engine.info.name).observe
-            max_streams = self.settings.max_streams
-            if engine.info.max_concurrent and engine.info.max_concurrent < max_streams:
-                logger.info(
-                    "admission: %d concurrent streams (the engine's capacity; --max-streams %d)",
-                    engine.info.max_concurrent, max_streams,
-                )  # fmt: skip
-                max_streams = engine.info.max_concurrent
             self.pipeline = SynthesisPipeline(
-                engine, scheduler, max_streams=max_streams, max_queue=self.settings.max_queue
-            )
+                engine, scheduler, max_streams=self.settings.max_streams or cap.DEFAULT_STREAMS,
+                max_queue=self.settings.max_queue,
+            )  # fmt: skip
             warm_up_s = 0.0
+            measured: tuple[float, float] | None = None
             if self.settings.warmup:
                 started = time.perf_counter()
                 await asyncio.to_thread(self._warm_up, engine)
+                if cap.can_measure(engine):
+                    measured = await asyncio.to_thread(cap.measure_throughput, engine, scheduler.workers)
                 warm_up_s = time.perf_counter() - started
+            self.capacity = cap.derive(
+                operator_limit=self.settings.max_streams, engine_limit=engine.info.max_concurrent,
+                workers=scheduler.workers, measured=measured,
+            )  # fmt: skip
+            self.pipeline.max_streams = max_streams = self.capacity.streams
+            self.metrics.watch_capacity(self.capacity, self.pipeline)
             for hook in self.ready_hooks:
                 await hook()
             self.ready = True
             logger.info(
-                "ready: engine %s, model %s, %d worker(s), %d stream(s) at once, %d Hz native; warm-up %.2f s",
-                engine.info.name, engine.info.model, scheduler.workers, max_streams, engine.info.sample_rate,
-                warm_up_s,
+                "ready: engine %s, model %s, %d worker(s), %d stream(s) at once (%s%s), %d Hz native; "
+                "warm-up %.2f s",
+                engine.info.name, engine.info.model, scheduler.workers, max_streams, self.capacity.source,
+                "" if measured is None else f", {measured[0]:.1f}x real time with every worker busy",
+                engine.info.sample_rate, warm_up_s,
             )  # fmt: skip
         except Exception as exc:
             self.load_error = f"{type(exc).__name__}: {exc}"

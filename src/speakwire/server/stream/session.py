@@ -264,7 +264,7 @@ class StreamSession:
             )  # fmt: skip
         except TooBusyError as exc:
             metrics.rejections.labels(engine=engine_name, protocol=self.protocol).inc()
-            asyncio.get_running_loop().create_task(self._reject_busy(exc.message))
+            asyncio.get_running_loop().create_task(self._reject_busy(exc))
             return None
         metrics.active.labels(engine=engine_name, protocol=self.protocol).inc()
         index = self._next_index
@@ -277,9 +277,11 @@ class StreamSession:
         self._speaking.append(self._open)
         return self._open
 
-    async def _reject_busy(self, message: str) -> None:
+    async def _reject_busy(self, exc: TooBusyError) -> None:
+        """An ``error`` event with ``retry_after_s``, then close 1013 (try again later) with the reason."""
+        retry_after_s = max(1, round(exc.retry_after_s))
         with contextlib.suppress(_Closed):
-            await self._fatal(message, p.CLOSE_TRY_LATER, code="busy")
+            await self._fatal(exc.message, p.CLOSE_TRY_LATER, code="busy", retry_after_s=retry_after_s)
 
     async def _on_done(self) -> None:
         if self._open is None:

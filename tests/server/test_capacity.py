@@ -1,0 +1,138 @@
+"""Capacity you can see: measured at warm-up, shown in /ready and /metrics, and refusals that say when to retry."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import httpx
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from speakwire.engines.piper import PiperEngine
+from speakwire.server import capacity as cap
+from speakwire.settings import Settings
+from support.live_server import LiveServer, start_server
+
+HOLD = " ".join(["Each of these two streams holds one of the two slots for a while."] * 4)
+
+
+def _gauge(body: str, name: str) -> float:
+    match = re.search(rf'^{name}{{engine="piper"}} (\S+)$', body, re.MULTILINE)
+    assert match, f"{name} missing from /metrics"
+    return float(match.group(1))
+
+
+@pytest.fixture(scope="module")
+def measured(piper_engine: PiperEngine):  # type: ignore[no-untyped-def]
+    live = start_server(Settings(), engine=piper_engine, measured_capacity=True)
+    yield live
+    live.stop()
+
+
+def test_ready_shows_the_measured_capacity_and_metrics_export_it(measured: LiveServer) -> None:
+    server = measured
+    ready = httpx.get(f"{server.url}/ready").json()
+    capacity = ready["capacity"]
+    assert capacity["source"] == "measured"
+    assert capacity["measured_real_time_streams"] > 0
+    assert capacity["streams"] >= 1
+    assert capacity["streams"] == max(1, int(capacity["measured_real_time_streams"] * cap.ADMISSION_SHARE))
+    assert capacity["workers"] == server.state.pipeline.scheduler.workers
+    assert ready["load"]["active_streams"] == 0 and ready["load"]["load_ratio"] == 0
+
+    body = httpx.get(f"{server.url}/metrics").text
+    assert _gauge(body, "speakwire_capacity_streams") == capacity["streams"]
+    assert _gauge(body, "speakwire_capacity_real_time_streams") == pytest.approx(
+        capacity["measured_real_time_streams"], abs=0.01
+    )
+    assert _gauge(body, "speakwire_load_ratio") == 0
+
+
+def test_an_operator_limit_wins_over_the_measurement(piper_engine: PiperEngine) -> None:
+    live = start_server(Settings(max_streams=3), engine=piper_engine)
+    try:
+        capacity = httpx.get(f"{live.url}/ready").json()["capacity"]
+    finally:
+        live.stop()
+    assert capacity["streams"] == 3 and capacity["source"] == "operator"
+    assert capacity["measured_real_time_streams"] > 0  # still measured, for the operator to compare
+
+
+def test_derived_limits() -> None:
+    assert cap.derive(operator_limit=None, engine_limit=None, workers=2, measured=(10.0, 1.0)).streams == 9
+    assert cap.derive(operator_limit=None, engine_limit=None, workers=2, measured=(0.4, 1.0)).streams == 1
+    assert cap.derive(operator_limit=None, engine_limit=None, workers=2, measured=(1e6, 1.0)).streams == cap.MAX_STREAMS
+    assert cap.derive(operator_limit=None, engine_limit=8, workers=8, measured=None).source == "engine"
+    assert cap.derive(operator_limit=16, engine_limit=8, workers=8, measured=None).streams == 8
+    unmeasured = cap.derive(operator_limit=None, engine_limit=None, workers=2, measured=None)
+    assert (unmeasured.streams, unmeasured.source) == (cap.DEFAULT_STREAMS, "default")
+
+
+@pytest.fixture(scope="module")
+def two_slots(piper_engine: PiperEngine):  # type: ignore[no-untyped-def]
+    live = start_server(Settings(max_streams=2), engine=piper_engine)
+    yield live
+    live.stop()
+
+
+async def _open_stream(live: LiveServer, text: str) -> ClientConnection:
+    ws = await connect(live.ws_url)
+    await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
+    await ws.send(json.dumps({"type": "input.text", "text": text}))
+    await ws.send(json.dumps({"type": "input.done"}))
+    return ws
+
+
+async def _until_done(ws: ClientConnection) -> tuple[list[str], int]:
+    kinds, audio_bytes = [], 0
+    while "session.done" not in kinds:
+        message = await asyncio.wait_for(ws.recv(), 60)
+        if isinstance(message, bytes):
+            audio_bytes += len(message)
+        else:
+            kinds.append(json.loads(message)["type"])
+    return kinds, audio_bytes
+
+
+async def test_past_the_limit_streams_are_refused_with_retry_after_and_admitted_ones_play_through(
+    two_slots: LiveServer,
+) -> None:
+    holders = [await _open_stream(two_slots, HOLD) for _ in range(2)]
+    try:
+        for holder in holders:  # both admitted and speaking
+            while not isinstance(await asyncio.wait_for(holder.recv(), 30), bytes):
+                pass
+        async with httpx.AsyncClient() as http:
+            ready = (await http.get(f"{two_slots.url}/ready")).json()
+        assert ready["load"]["active_streams"] == 2 and ready["load"]["load_ratio"] == 1.0
+
+        async with httpx.AsyncClient() as http:
+            refused = await http.post(f"{two_slots.url}/v1/audio/speech", json={"input": "Is there room?"})
+        assert refused.status_code == 429
+        assert int(refused.headers["retry-after"]) >= 1
+
+        late = await _open_stream(two_slots, "Is there room?")
+        error = json.loads(await asyncio.wait_for(late.recv(), 10))
+        assert error["type"] == "error" and error["code"] == "busy"
+        assert error["retry_after_s"] >= 1
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(late.recv(), 10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1013
+        assert "capacity" in closed.value.rcvd.reason
+
+        results = [await _until_done(holder) for holder in holders]
+    finally:
+        for holder in holders:
+            await holder.close()
+    for kinds, audio_bytes in results:
+        assert "error" not in kinds and audio_bytes > 0
+    async with httpx.AsyncClient() as http:
+        body = (await http.get(f"{two_slots.url}/metrics")).text
+    assert 'speakwire_rejections_total{engine="piper",protocol="websocket"} 1.0' in body
+    assert 'speakwire_rejections_total{engine="piper",protocol="http"} 1.0' in body
+    assert 'speakwire_underruns_total{engine="piper",protocol="websocket"}' not in body or re.search(
+        r'^speakwire_underruns_total\{engine="piper",protocol="websocket"\} 0\.0$', body, re.MULTILINE
+    )
