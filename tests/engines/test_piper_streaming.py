@@ -83,14 +83,14 @@ def test_streamed_audio_has_the_whole_sentence_length(piper_engine: PiperEngine,
 
 def test_first_chunk_is_one_small_window(piper_engine: PiperEngine) -> None:
     first = next(iter(chunks(piper_engine, SENTENCE)))
-    assert len(first) == FrameSchedule().sizes[0] * HOP  # 16 frames, ~0.19 s of a ~5 s sentence
+    assert len(first) == FrameSchedule().sizes[0] * HOP  # 24 frames, ~0.28 s of a ~5 s sentence
 
 
 def test_chunks_grow_by_the_schedule_then_repeat_its_last_size(piper_engine: PiperEngine) -> None:
     pieces = chunks(piper_engine, LONG_SENTENCE, seed=1)  # one espeak sentence, ~11 s
     assert all(len(samples) % HOP == 0 for samples in pieces)
     frames = [len(samples) // HOP for samples in pieces]
-    assert frames[:6] == [16, 32, 64, 128, 256, 256]
+    assert frames[:6] == [24, 48, 96, 192, 256, 256]
     assert frames == [stop - start for start, stop in FrameSchedule().windows(sum(frames))]
 
 

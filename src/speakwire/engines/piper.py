@@ -8,7 +8,7 @@ per-segment normalization makes loudness jump at every join.
 With ``PiperOptions.stream_frames`` (the default) the voice is also split once at load
 into a frontend and a decoder graph (``piper_split``), and each sentence is yielded in
 growing windows of frames (``piper_stream``): the first audio exists after the frontend
-and a 16-frame window, and the windows join to the same samples as the whole sentence.
+and a 24-frame window, and the windows join to the same samples as the whole sentence.
 A voice that cannot be split, or whose windows do not reproduce the whole graph on a
 probe at load, keeps the whole-sentence path with a logged warning.
 
