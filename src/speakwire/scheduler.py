@@ -44,6 +44,8 @@ class Scheduler:
         self._seq = itertools.count()
         self._closed = False
         self._busy = 0
+        self._job_s = 0.0
+        """Moving average of how long one job holds a worker (a segment, or its slice until it yields)."""
         self.queue_wait_observer: Callable[[float], None] | None = None
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(max(1, workers))
@@ -66,6 +68,12 @@ class Scheduler:
             while self._heap and self._heap[0].cancelled:
                 heapq.heappop(self._heap)
             return self._heap[0].deadline if self._heap else None
+
+    def work_due_before(self, deadline: float) -> float:
+        """Estimated seconds until the workers are through the queued jobs due before ``deadline``."""
+        with self._cond:
+            jobs = sum(1 for job in self._heap if not job.cancelled and job.deadline < deadline)
+            return jobs * self._job_s / len(self._threads)
 
     @property
     def busy(self) -> int:
@@ -108,12 +116,15 @@ class Scheduler:
 
     def _work(self) -> None:
         while (job := self._next_job()) is not None:
+            started = time.monotonic()
             try:
                 if self.queue_wait_observer is not None:
-                    self.queue_wait_observer(time.monotonic() - job.submitted_at)
+                    self.queue_wait_observer(started - job.submitted_at)
                 job.run()
             except Exception:  # a job reports its own errors; this only keeps the worker alive
                 logger.exception("engine job failed")
             finally:
                 with self._cond:
                     self._busy -= 1
+                    held = time.monotonic() - started
+                    self._job_s = held if self._job_s == 0 else 0.8 * self._job_s + 0.2 * held

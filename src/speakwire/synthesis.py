@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import threading
 import time
 from collections import deque
@@ -53,6 +54,16 @@ OVERLOAD_LATENESS_S = 0.5
 """New streams are refused while the most urgent waiting segment is this late for its playback deadline."""
 YIELD_BUFFER_S = 0.3
 """A running segment gives its worker to more urgent work once this much of its audio is buffered."""
+STREAM_MARGIN_S = 0.3
+"""A later segment is made latency-critical (frame-streamed on Piper) when its first whole sentence, after the
+work queued before it, would arrive less than this before the listener's buffered audio runs out."""
+_SENTENCE_END = re.compile(r"[.!?\u2026]+[\"')\]]*\s")
+
+
+def _first_sentence_chars(text: str) -> int:
+    """Characters up to the first sentence end (what a whole-sentence engine makes before its first audio)."""
+    match = _SENTENCE_END.search(text)
+    return match.end() if match else len(text)
 
 
 @dataclass(slots=True)
@@ -69,6 +80,8 @@ class _SegmentRun:
     spoken: str = ""
     engine_text: str = ""
     """The segment's original (``spoken``) text and the text the engine was given (normalized)."""
+    timed: bool = False
+    """Not latency-critical, first audio still to come: its time feeds ``SynthesisPipeline.whole_s_per_char``."""
     offset: int = 0
     """Where ``spoken`` starts in the utterance's text."""
     words: SegmentWords | None = None
@@ -161,6 +174,9 @@ class SynthesisPipeline:
         self.max_streams = max_streams
         self.max_queue = max_queue
         self.active = 0
+        self.whole_s_per_char: float | None = None
+        """Moving average of the seconds a segment that is not latency-critical takes to its first audio, per
+        character of its first sentence (contention included): tells when a refill would arrive too late."""
 
     def utterance(
         self,
@@ -388,10 +404,16 @@ class Utterance:
         # saturation every stream runs low, and spending extra compute on each would deepen the overload.
         first = self._progress.playback_end is None
         buffered_s = 0.0 if first else self._progress.playback_end - now  # type: ignore[operator]
-        self.request.latency_critical = first or (
-            buffered_s < LATENCY_CRITICAL_BUFFER_S and self._pipeline.scheduler.queued == 0
-        )
-        self._job = self._pipeline.scheduler.submit(lambda: self._run_segment(segment), deadline=self._deadline())
+        scheduler = self._pipeline.scheduler
+        critical = first or (buffered_s < LATENCY_CRITICAL_BUFFER_S and scheduler.queued == 0)
+        per_char = self._pipeline.whole_s_per_char
+        if not critical and per_char is not None:
+            # ...unless its first whole sentence would come too late: then the listener would hear a gap,
+            # and the extra compute of frame streaming is the cheaper price.
+            arrives_s = scheduler.work_due_before(self._deadline()) + per_char * _first_sentence_chars(segment.spoken)
+            critical = buffered_s < arrives_s + STREAM_MARGIN_S
+        self.request.latency_critical = critical
+        self._job = scheduler.submit(lambda: self._run_segment(segment), deadline=self._deadline())
 
     def _maybe_finish(self) -> None:
         if self._input_done and self._job is None and not self._pending and not self._done:
@@ -418,9 +440,13 @@ class Utterance:
         try:
             if run is None:
                 run = self._start_segment(segment)
+                run.timed = not request.latency_critical
             for chunk in run.chunks:
                 if request.cancelled.is_set():
                     return
+                if run.timed:
+                    run.timed = False
+                    self._time_whole_sentence(run)
                 if chunk.marks:
                     run.pending.extend(self._segment_words(run, chunk.sample_rate).add(chunk.marks))
                 out = run.resampler.process(chunk.samples)
@@ -481,6 +507,15 @@ class Utterance:
                 run.spoken, run.engine_text, offset=run.offset, rate=engine_rate, start_s=run.start_s
             )
         return run.words
+
+    def _time_whole_sentence(self, run: _SegmentRun) -> None:
+        """Fold this segment's time to first audio per first-sentence character into the pipeline's average."""
+        chars = _first_sentence_chars(run.engine_text or run.spoken)
+        if chars <= 0:
+            return
+        sample = (time.monotonic() - run.started) / chars
+        average = self._pipeline.whole_s_per_char
+        self._pipeline.whole_s_per_char = sample if average is None else 0.8 * average + 0.2 * sample
 
     def _note_produced(self, duration_s: float) -> None:
         now = time.monotonic()

@@ -37,6 +37,16 @@ def test_playback_starts_at_the_first_audio_byte_not_at_time_zero() -> None:
     assert player.underruns == 0
 
 
+def test_a_jitter_buffer_hides_lateness_up_to_its_length() -> None:
+    arrivals = [(0.0, 10), (0.15, 100)]  # 0.1 s of audio, then the next piece 0.05 s after it ran out
+    assert simulate(arrivals, RATE).underruns == 1
+    buffered = simulate(arrivals, RATE, jitter_s=0.1)  # playback starts at 0.1 and runs dry at 0.2
+    assert buffered.underruns == 0
+    assert buffered.buffer_end == pytest.approx(1.2)
+    late = simulate([(0.0, 10), (0.3, 100)], RATE, jitter_s=0.1)
+    assert late.underruns == 1 and late.stall_s == pytest.approx(0.1)
+
+
 def test_header_bytes_count_for_first_byte_but_add_no_playback_time() -> None:
     player = PlaybackSimulator(RATE, skip_bytes=44)
     player.feed(1.0, 20)  # all header

@@ -24,10 +24,13 @@ class PlaybackSimulator:
         bytes_per_second: Audio bytes that play in one second (``sample_rate * 2`` for mono s16le).
         skip_bytes: Leading bytes that are not audio (a WAV header): they count towards the first byte
             (time to first byte) but add no playback time.
+        jitter_s: A jitter buffer: playback starts this long after the first audio byte (as real players
+            do, 50-200 ms), so lateness up to this much is never heard. 0: play at the first byte.
     """
 
     bytes_per_second: float
     skip_bytes: int = 0
+    jitter_s: float = 0.0
     first_arrival: float | None = None
     buffer_end: float | None = None
     """When the audio received so far will have finished playing (None before the first audio)."""
@@ -56,7 +59,7 @@ class PlaybackSimulator:
             return
         duration = audio_bytes / self.bytes_per_second
         if self.buffer_end is None:
-            self.buffer_end = at + duration
+            self.buffer_end = at + self.jitter_s + duration
         elif at > self.buffer_end:
             self.underruns += 1
             self.stall_s += at - self.buffer_end
@@ -68,10 +71,10 @@ class PlaybackSimulator:
 
 
 def simulate(
-    arrivals: Iterable[tuple[float, int]], bytes_per_second: float, *, skip_bytes: int = 0
+    arrivals: Iterable[tuple[float, int]], bytes_per_second: float, *, skip_bytes: int = 0, jitter_s: float = 0.0
 ) -> PlaybackSimulator:
     """Replay a whole list of ``(arrival time, byte count)`` through a fresh simulator."""
-    player = PlaybackSimulator(bytes_per_second, skip_bytes=skip_bytes)
+    player = PlaybackSimulator(bytes_per_second, skip_bytes=skip_bytes, jitter_s=jitter_s)
     for at, nbytes in arrivals:
         player.feed(at, nbytes)
     return player

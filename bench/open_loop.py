@@ -1,0 +1,481 @@
+"""Open-loop latency near capacity: Poisson arrivals of LLM-fed WebSocket streams, and a 16-stream burst.
+
+Closed loops (``bench/run.py``) keep N streams in flight, so a slow server slows its own load down.
+Real traffic does not wait: callers arrive at random (Poisson) whether or not the server keeps up. So
+this benchmark starts streams at exponential intervals for a rate that is a given share of the capacity
+the server reports in ``GET /ready`` (``capacity.measured_real_time_streams``: audio seconds the engine
+makes per wall second with every worker busy), at 30/50/70/90% by default:
+
+    arrivals per second = share × measured real-time streams / mean reply audio seconds
+
+Each stream is a voice agent's reply: ~9 s of speech (sentences of ``bench/texts.json`` grouped to
+~150 characters), sent to ``/v1/audio/speech/stream`` one word at a time at LLM speed (``--words-per-s``
+50, about 65 tokens per second), then ``input.done``. The client plays what arrives in real time through
+a 100 ms jitter buffer (``--jitter``): first audio is timed from the first word sent, and a stall is
+audio arriving after the buffered audio ran out (``speakwire.bench.playback``). Streams refused by
+admission control (``busy`` error + close 1013) are counted apart: they are the server keeping its
+promise to the admitted ones.
+
+The burst opens 16 streams in the same instant and sets their first audio beside the compute bound:
+with W workers, the k-th first audio cannot come before one idle stream's first audio plus
+``ceil(k / W) - 1`` more first windows (the idle HTTP first audio of the same first segment).
+
+    python bench/open_loop.py --out bench/results/open-loop-2core            # ~10 min: 4 levels × 120 s
+    python bench/open_loop.py --level-s 20 --levels 30,70 --out /tmp/ol      # smoke run, ~2 min
+
+It starts ``python -m speakwire serve`` on a free loopback port (admission derived from the measured
+capacity, as a plain ``speakwire serve``), or measures ``--url``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import platform
+import random
+import re
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from speakwire.bench.playback import simulate
+from speakwire.bench.results import percentile
+from speakwire.client.stream import SpeechStreamClient
+from speakwire.client.transport import TransportClosed
+
+OUTPUT_RATE = 24000
+"""What the WebSocket streams by default (s16le mono)."""
+
+
+def replies(paragraphs: list[str], target_chars: int = 150) -> list[str]:
+    """Consecutive sentences grouped into replies of about ``target_chars`` (~9 s of speech)."""
+    out: list[str] = []
+    for paragraph in paragraphs:
+        current = ""
+        for sentence in re.split(r"(?<=[.!?])\s+", paragraph.strip()):
+            current = f"{current} {sentence}".strip()
+            if len(current) >= target_chars:
+                out.append(current)
+                current = ""
+        if len(current) >= target_chars // 2:
+            out.append(current)
+    return out
+
+
+@dataclass(slots=True)
+class Stream:
+    """One reply as the client saw it; times in seconds."""
+
+    arrival_s: float
+    """When it started, from the level's start."""
+    chars: int
+    refused: bool = False
+    error: str | None = None
+    ttfa_s: float | None = None
+    """From the first word sent to the first audio byte."""
+    server_ttfa_s: float | None = None
+    """From the word that completed the first segment (its lookahead: the next word, or input.done) to the
+    first audio byte: the server's part of first audio, without waiting for the LLM's words."""
+    total_s: float = 0.0
+    audio_s: float = 0.0
+    stalls: int = 0
+    stall_s: float = 0.0
+    stall_positions_s: list[float] = field(default_factory=list)
+    first_segment: str = ""
+
+    @property
+    def admitted(self) -> bool:
+        return not self.refused and self.error is None
+
+
+async def one_stream(url: str, text: str, *, words_per_s: float, jitter_s: float, arrival_s: float = 0.0) -> Stream:
+    """Feed ``text`` word by word, collect the audio, replay it through a jitter-buffered real-time player."""
+    stream = Stream(arrival_s=arrival_s, chars=len(text))
+    arrivals: list[tuple[float, int]] = []
+    rate = OUTPUT_RATE
+    first_sent: list[float] = []
+    sent_at: list[float] = []
+    words = text.split(" ")
+
+    async def feed(client: SpeechStreamClient) -> None:
+        for i, word in enumerate(words):
+            if i:
+                await asyncio.sleep(1 / words_per_s)
+            if not first_sent:
+                first_sent.append(time.perf_counter())
+            await client.send_text(word if i == len(words) - 1 else word + " ")
+            sent_at.append(time.perf_counter())
+        await client.done()
+        sent_at.append(time.perf_counter())
+
+    try:
+        async with asyncio.timeout(120):
+            client = await SpeechStreamClient.connect(url)
+            sender: asyncio.Task[None] | None = None
+            try:
+                await client.configure(response_format="pcm", stream_audio=True)
+                sender = asyncio.create_task(feed(client))
+                while True:
+                    message = await client.receive()
+                    if isinstance(message, bytes):
+                        arrivals.append((time.perf_counter(), len(message)))
+                        continue
+                    kind = message.get("type")
+                    if kind == "audio.start":
+                        rate = int(message.get("sample_rate", rate))
+                        if not stream.first_segment:
+                            stream.first_segment = str(message.get("sentence_text", ""))
+                    elif kind == "error":
+                        if message.get("code") == "busy":
+                            stream.refused = True
+                        else:
+                            stream.error = f"error event: {message.get('message')}"
+                    elif kind == "session.done":
+                        break
+            finally:
+                if sender is not None and not sender.done():
+                    sender.cancel()
+                if sender is not None:
+                    with contextlib.suppress(asyncio.CancelledError, TransportClosed, Exception):
+                        await sender
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+    except TransportClosed as exc:
+        if exc.code == 1013:
+            stream.refused = True
+        elif not stream.refused:
+            stream.error = f"closed {exc.code}: {exc.reason}"
+    except TimeoutError:
+        stream.error = "timed out after 120 s"
+    except OSError as exc:
+        stream.error = f"{type(exc).__name__}: {exc}"
+    ended = time.perf_counter()
+    if first_sent:
+        stream.total_s = ended - first_sent[0]
+    if arrivals and first_sent and not stream.refused:
+        stream.ttfa_s = arrivals[0][0] - first_sent[0]
+        completed_by = min(len(stream.first_segment.split()), len(sent_at) - 1)
+        if stream.first_segment and completed_by >= 0:
+            stream.server_ttfa_s = arrivals[0][0] - sent_at[completed_by]
+        player = simulate(arrivals, rate * 2, jitter_s=jitter_s)
+        stream.audio_s = player.audio_s
+        stream.stalls, stream.stall_s = player.underruns, player.stall_s
+        stream.stall_positions_s = [round(p, 2) for p in player.stall_positions_s]
+    return stream
+
+
+def summarize(streams: list[Stream]) -> dict[str, Any]:
+    admitted = [s for s in streams if s.admitted]
+    ttfa = [s.ttfa_s for s in admitted if s.ttfa_s is not None]
+    server_ttfa = [s.server_ttfa_s for s in admitted if s.server_ttfa_s is not None]
+
+    def ms(value: float | None) -> float | None:
+        return None if value is None else round(value * 1000, 1)
+
+    return {
+        "streams": len(streams),
+        "admitted": len(admitted),
+        "refused": sum(s.refused for s in streams),
+        "errors": sum(s.error is not None for s in streams),
+        "ttfa_p50_ms": ms(percentile(ttfa, 50)),
+        "ttfa_p95_ms": ms(percentile(ttfa, 95)),
+        "ttfa_max_ms": ms(max(ttfa, default=None)),
+        "server_ttfa_p50_ms": ms(percentile(server_ttfa, 50)),
+        "server_ttfa_p95_ms": ms(percentile(server_ttfa, 95)),
+        "stalls_per_stream": round(sum(s.stalls for s in admitted) / len(admitted), 3) if admitted else None,
+        "streams_with_stalls": sum(s.stalls > 0 for s in admitted),
+        "stall_s_total": round(sum(s.stall_s for s in admitted), 3),
+        "audio_s_total": round(sum(s.audio_s for s in admitted), 1),
+    }
+
+
+async def poisson_level(
+    url: str, texts: list[str], *, rate_per_s: float, level_s: float, seed: int, words_per_s: float, jitter_s: float
+) -> tuple[list[Stream], float]:
+    """Start streams at exponential intervals for ``level_s`` seconds; wait for all of them."""
+    rng = random.Random(seed)
+    tasks: list[asyncio.Task[Stream]] = []
+    started = time.perf_counter()
+    at = rng.expovariate(rate_per_s)
+    while at < level_s:
+        delay = started + at - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        text = texts[rng.randrange(len(texts))]
+        tasks.append(
+            asyncio.create_task(one_stream(url, text, words_per_s=words_per_s, jitter_s=jitter_s, arrival_s=at))
+        )
+        at += rng.expovariate(rate_per_s)
+    streams = list(await asyncio.gather(*tasks))
+    return streams, time.perf_counter() - started
+
+
+def max_in_flight(streams: list[Stream]) -> int:
+    events = sorted([(s.arrival_s, 1) for s in streams if s.admitted] +
+                    [(s.arrival_s + s.total_s, -1) for s in streams if s.admitted])  # fmt: skip
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def server_counters(base: str) -> dict[str, float]:
+    """Sums over protocols of the server's underrun and rejection counters."""
+    body = httpx.get(f"{base}/metrics", timeout=10).text
+    totals: dict[str, float] = {"underruns": 0.0, "rejections": 0.0}
+    for name in totals:
+        for match in re.finditer(rf"^speakwire_{name}_total\{{[^}}]*\}} (\S+)$", body, re.MULTILINE):
+            totals[name] += float(match.group(1))
+    return totals
+
+
+async def wait_idle(base: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(timeout=10) as http:
+        while time.monotonic() < deadline:
+            ready = (await http.get(f"{base}/ready")).json()
+            load = ready.get("load", {})
+            if not load.get("active_streams") and not load.get("busy_workers"):
+                return
+            await asyncio.sleep(0.5)
+
+
+async def http_first_audio_s(base: str, text: str) -> float:
+    body = {"input": text, "response_format": "pcm", "stream_format": "audio", "sample_rate": OUTPUT_RATE}
+    async with httpx.AsyncClient(timeout=60) as http:
+        sent = time.perf_counter()
+        async with http.stream("POST", f"{base}/v1/audio/speech", json=body) as response:
+            response.raise_for_status()
+            async for _ in response.aiter_raw():
+                return time.perf_counter() - sent
+    raise RuntimeError("no audio")
+
+
+async def reply_audio_s(base: str, text: str) -> float:
+    body = {"input": text, "response_format": "pcm", "sample_rate": OUTPUT_RATE}
+    async with httpx.AsyncClient(timeout=120) as http:
+        response = await http.post(f"{base}/v1/audio/speech", json=body)
+        response.raise_for_status()
+        return len(response.content) / (2 * OUTPUT_RATE)
+
+
+async def burst(base: str, ws_url: str, texts: list[str], args: argparse.Namespace, workers: int) -> dict[str, Any]:
+    """``--burst`` streams at once, beside the compute bound of their first windows on ``workers`` workers."""
+    idle = [await one_stream(ws_url, texts[i % len(texts)], words_per_s=args.words_per_s, jitter_s=args.jitter)
+            for i in range(3)]  # fmt: skip
+    idle_ws = percentile([s.ttfa_s for s in idle if s.ttfa_s is not None], 50) or 0.0
+    first_segment = idle[0].first_segment or texts[0]
+    first_window = percentile([await http_first_audio_s(base, first_segment) for _ in range(3)], 50) or 0.0
+    await wait_idle(base)
+    before = server_counters(base)
+    streams = list(await asyncio.gather(*(
+        one_stream(ws_url, texts[i % len(texts)], words_per_s=args.words_per_s, jitter_s=args.jitter)
+        for i in range(args.burst)
+    )))  # fmt: skip
+    after = server_counters(base)
+    admitted = max(1, sum(s.admitted for s in streams))
+    bound = [idle_ws + (math.ceil(k / workers) - 1) * first_window for k in range(1, admitted + 1)]
+    summary = summarize(streams)
+    summary.update({
+        "burst": args.burst,
+        "workers": workers,
+        "idle_ws_first_audio_ms": round(idle_ws * 1000, 1),
+        "idle_http_first_window_ms": round(first_window * 1000, 1),
+        "first_segment": first_segment,
+        "bound_p50_ms": round((percentile(bound, 50) or 0) * 1000, 1),
+        "bound_p95_ms": round((percentile(bound, 95) or 0) * 1000, 1),
+        "server_underruns": after["underruns"] - before["underruns"],
+    })  # fmt: skip
+    return {"summary": summary, "streams": [asdict(s) for s in streams]}
+
+
+async def run(base: str, args: argparse.Namespace) -> dict[str, Any]:
+    ws_url = base.replace("http://", "ws://", 1) + "/v1/audio/speech/stream"
+    paragraphs = json.loads(args.texts.read_text(encoding="utf-8"))["paragraphs"]
+    texts = replies(paragraphs, args.reply_chars)
+    async with httpx.AsyncClient(timeout=10) as http:
+        ready = (await http.get(f"{base}/ready")).json()
+    capacity = ready.get("capacity") or {}
+    measured = args.capacity or capacity.get("measured_real_time_streams")
+    if not measured and args.levels:
+        raise SystemExit(f"{base}/ready reports no measured capacity: {json.dumps(ready)}")
+    workers = int(capacity.get("workers") or 1)
+    override = f" (levels use {measured})" if args.capacity else ""
+    _log(f"capacity: {capacity.get('measured_real_time_streams')} real-time streams measured{override}, "
+         f"{capacity.get('streams')} admitted, {workers} workers")  # fmt: skip
+    await one_stream(ws_url, "Warming up the connection.", words_per_s=args.words_per_s, jitter_s=args.jitter)
+    durations = [await reply_audio_s(base, text) for text in texts]
+    mean_audio = sum(durations) / len(durations)
+    _log(f"{len(texts)} replies, {mean_audio:.1f} s of audio each on average")
+    levels = []
+    for index, share in enumerate(args.levels):
+        await wait_idle(base)
+        rate = share / 100 * measured / mean_audio
+        before = server_counters(base)
+        streams, wall = await poisson_level(ws_url, texts, rate_per_s=rate, level_s=args.level_s, seed=index,
+                                            words_per_s=args.words_per_s, jitter_s=args.jitter)  # fmt: skip
+        after = server_counters(base)
+        summary = summarize(streams)
+        carried = sum(s.audio_s for s in streams if s.admitted)
+        summary.update({
+            "share_of_capacity_pct": share,
+            "arrivals_per_s": round(rate, 3),
+            "level_s": args.level_s,
+            "wall_s": round(wall, 1),
+            "carried_real_time_streams": round(carried / args.level_s, 2),
+            "max_in_flight": max_in_flight(streams),
+            "server_underruns": after["underruns"] - before["underruns"],
+            "server_rejections": after["rejections"] - before["rejections"],
+        })  # fmt: skip
+        _log(_line(f"{share}%", summary))
+        levels.append({"summary": summary, "streams": [asdict(s) for s in streams]})
+    await wait_idle(base)
+    burst_result = await burst(base, ws_url, texts, args, workers) if args.burst else None
+    if burst_result:
+        s = burst_result["summary"]
+        _log(_line(f"burst {args.burst}", s) + f"; bound p50 {s['bound_p50_ms']} / p95 {s['bound_p95_ms']} ms")
+    return {
+        "capacity": capacity,
+        "ready": ready,
+        "replies": len(texts),
+        "mean_reply_audio_s": round(mean_audio, 2),
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "levels": levels,
+        "burst": burst_result,
+    }
+
+
+def _line(label: str, s: dict[str, Any]) -> str:
+    return (
+        f"{label:>8}: {s['streams']} streams ({s['refused']} refused, {s['errors']} errors); first audio p50 "
+        f"{s['ttfa_p50_ms']} ms, p95 {s['ttfa_p95_ms']} ms; stalls/stream {s['stalls_per_stream']} "
+        f"({s['streams_with_stalls']} streams)"
+    )
+
+
+def _log(message: str) -> None:
+    print(f"[open-loop {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    cap = result["capacity"]
+    lines = [
+        "# Open loop: Poisson arrivals of LLM-fed WebSocket streams (embedded Piper voice)",
+        "",
+        f"{result['machine']['platform']}, {result['machine']['cpus']} CPUs, load average at start "
+        f"{result['machine']['load_average_start']}.",
+        f"Server capacity (`/ready`): {cap.get('measured_real_time_streams')} real-time streams measured at warm-up, "
+        f"{cap.get('streams')} admitted ({cap.get('source')}), {cap.get('workers')} workers. Replies: "
+        f"{result['replies']} texts, {result['mean_reply_audio_s']} s of audio on average, fed one word every "
+        f"{1000 / result['config']['words_per_s']:.0f} ms; playback through a {result['config']['jitter']*1000:.0f} ms "
+        f"jitter buffer; {result['config']['level_s']:g} s of arrivals per level.",
+        "",
+        "First audio is timed from the first word sent; its *server part* from the word that completed the first "
+        "segment (the server cannot start before it).",
+        "",
+        "| load | arrivals/s | streams | refused | errors | max in flight | first audio p50 | p95 | max | "
+        "server part p50 | p95 | stalls/stream | streams with stalls | stall s | server underruns |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for level in result["levels"]:
+        s = level["summary"]
+        lines.append(
+            f"| {s['share_of_capacity_pct']}% | {s['arrivals_per_s']} | {s['streams']} | {s['refused']} | "
+            f"{s['errors']} | {s['max_in_flight']} | {s['ttfa_p50_ms']} ms | {s['ttfa_p95_ms']} ms | "
+            f"{s['ttfa_max_ms']} ms | {s['server_ttfa_p50_ms']} ms | {s['server_ttfa_p95_ms']} ms | "
+            f"{s['stalls_per_stream']} | {s['streams_with_stalls']} | {s['stall_s_total']} | "
+            f"{s['server_underruns']:g} |"
+        )
+    if result.get("burst"):
+        s = result["burst"]["summary"]
+        lines += [
+            "",
+            f"## Burst: {s['burst']} streams in the same instant",
+            "",
+            "| | first audio p50 | p95 | max | stalls/stream | refused |",
+            "|---|---:|---:|---:|---:|---:|",
+            f"| measured | {s['ttfa_p50_ms']} ms | {s['ttfa_p95_ms']} ms | {s['ttfa_max_ms']} ms | "
+            f"{s['stalls_per_stream']} | {s['refused']} |",
+            f"| compute bound | {s['bound_p50_ms']} ms | {s['bound_p95_ms']} ms | | | |",
+            "",
+            f"Compute bound (over the {s['admitted']} admitted streams): one idle stream's first audio "
+            f"({s['idle_ws_first_audio_ms']} ms over the WebSocket, "
+            f"text feed included) plus ceil(k / {s['workers']}) − 1 more first windows "
+            f"({s['idle_http_first_window_ms']} ms each: idle HTTP first audio of the first segment, "
+            f"\"{s['first_segment'].strip()}\") for the k-th stream.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(base: str, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
+                return
+        time.sleep(0.2)
+    raise RuntimeError("server did not become ready")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/open-loop"))
+    parser.add_argument("--url", help="measure this running server instead of starting one")
+    parser.add_argument("--levels", default="30,50,70,90", help="shares of the measured capacity, in percent")
+    parser.add_argument("--level-s", type=float, default=120.0, help="seconds of arrivals per level")
+    parser.add_argument("--burst", type=int, default=16, help="streams opened at once after the levels (0: none)")
+    parser.add_argument("--words-per-s", type=float, default=50.0, help="LLM speed: words sent per second")
+    parser.add_argument("--jitter", type=float, default=0.1, help="client jitter buffer, seconds")
+    parser.add_argument("--reply-chars", type=int, default=150, help="reply length (~9 s of speech at 150)")
+    parser.add_argument("--texts", type=Path, default=Path(__file__).with_name("texts.json"))
+    parser.add_argument("--capacity", type=float, help="real-time streams to take as 100%% instead of /ready's "
+                        "measurement (A/B runs on a noisy machine: the same offered load for each variant)")
+    parser.add_argument("--server-arg", action="append", default=[], help="extra `speakwire serve` argument")
+    args = parser.parse_args()
+    args.levels = [int(x) for x in str(args.levels).split(",") if x.strip()]  # "" = the burst only
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    server: subprocess.Popen[bytes] | None = None
+    if args.url:
+        base = args.url.rstrip("/")
+    else:
+        port = _free_port()
+        argv = [sys.executable, "-m", "speakwire", "serve", "--port", str(port), "--log-level", "warning",
+                *args.server_arg]  # fmt: skip
+        server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        base = f"http://127.0.0.1:{port}"
+        _wait_ready(base)
+    try:
+        result = asyncio.run(run(base, args))
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+    result["machine"] = {
+        "platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+        "load_average_start": load_start, "load_average_end": [round(x, 2) for x in os.getloadavg()],
+    }  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / "README.md").write_text(markdown(result))
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
