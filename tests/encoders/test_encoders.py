@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import struct
 import wave
@@ -255,6 +256,46 @@ def test_whole_wav_header_carries_its_real_sizes() -> None:
     samples, rate = soundfile.read(io.BytesIO(result.data), dtype="int16")
     assert rate == 24000
     np.testing.assert_array_equal(samples, expected_int16(result.samples))
+
+
+# The exact files the WAV and raw float encoders made before ``wav_f32le`` became ``WavEncoder`` with
+# ``sample_format="f32le"`` (commit b2bafd9's ``Float32WavEncoder``): a refactor must not change a byte.
+# (format, streaming) -> (header hex, sha256 of the whole file) for PINNED_SAMPLES at 22050 Hz in 333s.
+PINNED_FILES = {
+    ("wav", True): (
+        "52494646ffffffff57415645666d742010000000010001002256000044ac00000200100064617461ffffffff",
+        "e142e15419521a412506f35270fa2da667e80f02c402798ae4af3c03f01fc4a3",
+    ),
+    ("wav", False): (
+        "52494646f607000057415645666d742010000000010001002256000044ac00000200100064617461d2070000",
+        "be874887c9b2e22abdecfece9dd9d970796ecfde211246a7c10e6034b5d4e040",
+    ),
+    ("wav_f32le", True): (
+        "52494646ffffffff57415645666d7420120000000300010022560000885801000400200000006661637404000000ffffffff"
+        "64617461ffffffff",
+        "8d081db1a96b63e796ade4a4e01eb163eca3f2c1ef07808373d27a2c139eaeb5",
+    ),
+    ("wav_f32le", False): (
+        "52494646d60f000057415645666d7420120000000300010022560000885801000400200000006661637404000000e9030000"
+        "64617461a40f0000",
+        "b5ec20a9cbd94f3c187a797907c63a3062512a5421575bf37d7c81d75bb33b24",
+    ),
+    ("pcm_f32le", True): ("", "437d8380f3936df39d5b1f92ba025ed4918a3a454bd9bf9c4b4e501d9bfe3bb1"),
+    ("pcm_f32le", False): ("", "437d8380f3936df39d5b1f92ba025ed4918a3a454bd9bf9c4b4e501d9bfe3bb1"),
+}
+# A ramp from -1.25 to 1.25 (so clipping is pinned too) built with exact arithmetic, the same on every CPU.
+PINNED_SAMPLES = ((np.arange(1001) % 201 - 100) / 80).astype(np.float32)
+
+
+@pytest.mark.parametrize(("fmt", "streaming"), list(PINNED_FILES), ids=lambda value: str(value))
+def test_wav_and_float_pcm_files_are_byte_for_byte_the_pinned_ones(fmt: str, streaming: bool) -> None:
+    encoder = create_encoder(fmt, 22050, streaming=streaming)
+    parts = [encoder.header()]
+    parts.extend(encoder.encode(PINNED_SAMPLES[start : start + 333]) for start in range(0, 1001, 333))
+    data = b"".join(parts) + encoder.finish()
+    header_hex, digest = PINNED_FILES[(fmt, streaming)]
+    assert data[: len(header_hex) // 2].hex() == header_hex
+    assert hashlib.sha256(data).hexdigest() == digest
 
 
 def ogg_pages(data: bytes) -> Iterator[tuple[int, bytes]]:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import soundfile
 
-from speakwire.encoders.f32 import FLOAT_WAV_HEADER_SIZE
 from speakwire.encoders.registry import FLOAT_FORMATS, create_encoder, default_sample_rate, encode_file
+from speakwire.encoders.wav import FLOAT_HEADER_SIZE
 
 RATE = 22050
 
@@ -48,7 +48,7 @@ def test_raw_float_pcm_returns_every_sample_exactly() -> None:
 def test_float_wav_is_read_back_exactly_by_ffmpeg_and_libsndfile(streaming: bool) -> None:
     samples = signal()
     data = in_pieces("wav_f32le", samples, streaming=streaming)
-    assert len(data) == FLOAT_WAV_HEADER_SIZE + 4 * len(samples)
+    assert len(data) == FLOAT_HEADER_SIZE + 4 * len(samples)
     decoded, rate = ffmpeg_read(data, None)
     assert rate == RATE
     np.testing.assert_array_equal(decoded, samples)

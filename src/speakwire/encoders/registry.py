@@ -20,9 +20,8 @@ from collections.abc import Callable
 from speakwire.audio.chunk import Float32Array
 from speakwire.encoders.av_stream import AAC, FLAC, MP3, OPUS, AvFormat, AvStreamEncoder
 from speakwire.encoders.base import Encoder
-from speakwire.encoders.f32 import Float32PcmEncoder, Float32WavEncoder
 from speakwire.encoders.g711 import AlawEncoder, MulawEncoder
-from speakwire.encoders.pcm import PcmEncoder
+from speakwire.encoders.pcm import Float32PcmEncoder, PcmEncoder
 from speakwire.encoders.wav import WavEncoder
 from speakwire.errors import BadRequestError
 
@@ -69,7 +68,7 @@ _FACTORIES: dict[str, Callable[[int, bool], Encoder]] = {
     "ulaw": lambda rate, streaming: MulawEncoder(rate),
     "alaw": lambda rate, streaming: AlawEncoder(rate),
     "pcm_f32le": lambda rate, streaming: Float32PcmEncoder(rate),
-    "wav_f32le": lambda rate, streaming: Float32WavEncoder(rate, streaming=streaming),
+    "wav_f32le": lambda rate, streaming: WavEncoder(rate, streaming=streaming, sample_format="f32le"),
     **{name: _av_factory(spec) for name, spec in _AV_FORMATS.items()},
 }
 
