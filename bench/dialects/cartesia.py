@@ -15,12 +15,16 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 # Run as a script, this file's folder is first on sys.path, and its name would hide the cartesia package.
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
 
 from cartesia import Cartesia  # noqa: E402
+
+from speakwire.bench.timing import first_chunk_s  # noqa: E402
 
 PARAGRAPH = (
     "Thanks for calling. Your order shipped this morning and should arrive on Thursday. Is there anything "
@@ -36,25 +40,21 @@ def client_for(base_url: str, api_key: str) -> Cartesia:
 
 def first_audio_s(base_url: str, text: str, api_key: str = "unused") -> float:
     """Seconds from pushing the text on an open connection to the first audio chunk."""
-    first: float | None = None
     with client_for(base_url, api_key).tts.websocket_connect() as connection:
         context = connection.context(model_id="sonic-3", voice=VOICE, output_format=OUTPUT_FORMAT, timeout=60)
         started = time.perf_counter()
         context.push(text)
         context.no_more_inputs()
-        for event in context.receive():
-            if event.type == "chunk" and event.audio and first is None:
-                first = time.perf_counter() - started
-            elif event.type == "error":
-                raise RuntimeError(f"{event.title}: {event.message}")
-    if first is None:
-        raise RuntimeError("no audio before done")
-    return first
+        return first_chunk_s(
+            raising_errors(context.receive()),
+            started,
+            is_audio=lambda event: event.type == "chunk" and bool(event.audio),
+            missing="no audio before done",
+        )
 
 
 def first_audio_sse_s(base_url: str, text: str, api_key: str = "unused") -> float:
     """Seconds from sending ``POST /tts/sse`` to the first chunk event (then read to ``done``)."""
-    first: float | None = None
     started = time.perf_counter()
     with client_for(base_url, api_key).tts.generate_sse(
         model_id="sonic-3",
@@ -62,12 +62,17 @@ def first_audio_sse_s(base_url: str, text: str, api_key: str = "unused") -> floa
         voice=VOICE,
         output_format=OUTPUT_FORMAT,  # type: ignore[arg-type]
     ) as stream:
-        for event in stream:
-            if event.type == "chunk" and first is None:
-                first = time.perf_counter() - started
-    if first is None:
-        raise RuntimeError("no audio before done")
-    return first
+        return first_chunk_s(
+            stream, started, is_audio=lambda event: event.type == "chunk", missing="no audio before done"
+        )
+
+
+def raising_errors(events: Iterable[Any]) -> Iterator[Any]:
+    """The context's events, raising at the first ``error`` event."""
+    for event in events:
+        if event.type == "error":
+            raise RuntimeError(f"{event.title}: {event.message}")
+        yield event
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ import argparse
 import statistics
 import sys
 import time
+from itertools import takewhile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -21,6 +22,8 @@ sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Pa
 
 from deepgram import DeepgramClient, DeepgramClientEnvironment  # noqa: E402
 from deepgram.speak.v1 import SpeakV1Text  # noqa: E402
+
+from speakwire.bench.timing import first_chunk_s  # noqa: E402
 
 PARAGRAPH = (
     "Thanks for calling. Your order shipped this morning and should arrive on Thursday. Is there anything "
@@ -34,21 +37,19 @@ def first_audio_s(base_url: str, text: str, api_key: str = "unused") -> float:
     environment = DeepgramClientEnvironment(base=f"http://{host}", production=f"ws://{host}",
                                             agent=f"ws://{host}", agent_rest=f"http://{host}")  # fmt: skip
     client = DeepgramClient(api_key=api_key, environment=environment)
-    first: float | None = None
     with client.speak.v1.connect(model="aura-2-thalia-en", encoding="linear16", sample_rate=24000) as socket:
         next(message for message in socket if getattr(message, "type", None) == "Metadata")
         started = time.perf_counter()
         socket.send_text(SpeakV1Text(text=text))
         socket.send_flush()
-        for message in socket:
-            if isinstance(message, bytes):
-                if first is None and message:
-                    first = time.perf_counter() - started
-            elif message.type == "Flushed":
-                break
+        until_flushed = takewhile(lambda message: isinstance(message, bytes) or message.type != "Flushed", socket)
+        first = first_chunk_s(
+            until_flushed,
+            started,
+            is_audio=lambda message: isinstance(message, bytes) and bool(message),
+            missing="no audio before Flushed",
+        )
         socket.send_close()
-    if first is None:
-        raise RuntimeError("no audio before Flushed")
     return first
 
 

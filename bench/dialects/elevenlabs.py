@@ -21,6 +21,8 @@ sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Pa
 
 from elevenlabs.client import ElevenLabs  # noqa: E402
 
+from speakwire.bench.timing import first_chunk_s  # noqa: E402
+
 PARAGRAPH = (
     "Thanks for calling. Your order shipped this morning and should arrive on Thursday. Is there anything "
     "else I can help you with today?"
@@ -32,16 +34,10 @@ def first_audio_s(base_url: str, text: str, api_key: str = "unused") -> float:
     client = ElevenLabs(api_key=api_key, base_url=base_url)
     client.text_to_speech._ws_base_url = base_url.replace("https://", "wss://").replace("http://", "ws://")
     started = time.perf_counter()
-    first: float | None = None
     chunks = client.text_to_speech.convert_realtime(
         voice_id="alloy", text=iter([text]), model_id="eleven_flash_v2_5", output_format="pcm_24000"
     )
-    for chunk in chunks:
-        if first is None and chunk:
-            first = time.perf_counter() - started
-    if first is None:
-        raise RuntimeError("no audio before the stream ended")
-    return first
+    return first_chunk_s(chunks, started, missing="no audio before the stream ended")
 
 
 def main() -> None:
