@@ -25,7 +25,6 @@ def test_first_chunk_s_times_the_first_audio_chunk_and_reads_the_rest() -> None:
 
 
 def test_first_chunk_s_uses_is_audio_and_raises_the_missing_message_when_none_is_audio() -> None:
-    with pytest.raises(RuntimeError, match="no audio before done"):
-        first_chunk_s(
-            ["text", "done"], time.perf_counter(), is_audio=lambda event: event == "chunk", missing="no audio before done"
-        )
+    message = "no audio before done"
+    with pytest.raises(RuntimeError, match=message):
+        first_chunk_s(["text", "done"], time.perf_counter(), is_audio=lambda event: event == "chunk", missing=message)
