@@ -10,15 +10,14 @@ Every context has a *speaker* task that turns its utterances' events into ``chun
 ``flush_done``/``done`` events, in order; contexts speak side by side. The receive loop never waits
 for synthesis, so text arriving mid-speech joins it and ``cancel`` stops one context at once without
 touching the others. An error in one context (bad voice, bad format, a failed segment) is that
-context's ``error`` event and ends only that context. All sends go through one lock; every task is
-cancelled and awaited when the client leaves.
+context's ``error`` event and ends only that context. All sends go through one lock (the session's
+``WebSocketChannel``); every task is cancelled and awaited when the client leaves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
@@ -27,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.responses import JSONResponse
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.websockets import WebSocket
 
 from speakwire.encoders.base import Encoder
 from speakwire.encoders.registry import create_encoder
@@ -38,6 +37,7 @@ from speakwire.server.options import ResolvedSpeech, resolve_speech
 from speakwire.server.state import ServerState
 from speakwire.server.stream.protocol import MAX_FRAME_BYTES, MAX_SESSION_CHARS, MAX_TEXT_MESSAGE_BYTES
 from speakwire.server.turns import close_utterance, open_utterance
+from speakwire.server.websocket_channel import ChannelClosed, WebSocketChannel
 from speakwire.synthesis import AudioReady, SegmentFinished, Utterance, UtteranceFinished
 
 logger = logging.getLogger(__name__)
@@ -48,10 +48,6 @@ MAX_CONTEXTS = 256
 REMEMBERED_ENDED = 1024
 """Ended context ids remembered, so a late empty closing request for one is ignored, not an error."""
 CLOSE_NORMAL, CLOSE_POLICY, CLOSE_INTERNAL = 1000, 1008, 1011
-
-
-class _Closed(Exception):
-    """The connection is over (client left or we closed it)."""
 
 
 class Unauthorized(SpeakwireError):
@@ -98,10 +94,9 @@ class CartesiaSession:
         self.ws = websocket
         self.state = state
         self._id = str(uuid.uuid4())
-        self._send_lock = asyncio.Lock()
+        self._channel = WebSocketChannel(websocket)
         self._contexts: dict[str, _Context] = {}
         self._ended: OrderedDict[str, None] = OrderedDict()
-        self._last_activity = time.monotonic()
 
     # ----- lifetime ---------------------------------------------------------------------
 
@@ -112,9 +107,11 @@ class CartesiaSession:
             return
         await self.ws.accept()
         try:
-            while True:
-                await self._dispatch(await self._receive_idle())
-        except _Closed:
+            idle = self.state.settings.ws_idle_timeout_s
+            while (message := await self._channel.receive_idle(idle, self._busy)) is not None:
+                await self._dispatch(message)
+            await self._close(CLOSE_NORMAL, "idle")
+        except ChannelClosed:
             pass
         except Exception:
             logger.exception("cartesia session failed")
@@ -135,48 +132,21 @@ class CartesiaSession:
         except RuntimeError:  # a server without the denial-response extension: close before accept (403)
             await self.ws.close(CLOSE_POLICY)
 
-    async def _receive(self) -> str | bytes:
-        message = await self.ws.receive()
-        if message["type"] == "websocket.disconnect":
-            raise _Closed
-        self._last_activity = time.monotonic()
-        text = message.get("text")
-        if text is not None:
-            return str(text)
-        return bytes(message.get("bytes") or b"")
-
-    async def _receive_idle(self) -> str | bytes:
-        """Next client message; closes the connection after the idle timeout with no context open."""
-        idle = self.state.settings.ws_idle_timeout_s
-        while True:
-            try:
-                return await asyncio.wait_for(self._receive(), timeout=idle)
-            except TimeoutError:
-                if self._contexts:
-                    continue
-                if time.monotonic() - self._last_activity >= idle:
-                    await self._close(CLOSE_NORMAL, "idle")
-                    raise _Closed from None
+    def _busy(self) -> bool:
+        """A context is open: the connection is not idle, however quiet the client."""
+        return bool(self._contexts)
 
     # ----- sending ----------------------------------------------------------------------
 
     async def _send(self, event: dict[str, Any]) -> None:
-        async with self._send_lock:
-            if self.ws.application_state != WebSocketState.CONNECTED:
-                raise _Closed
-            try:
-                await self.ws.send_text(json.dumps(event, ensure_ascii=False))
-            except (WebSocketDisconnect, RuntimeError, OSError) as exc:
-                raise _Closed from exc
+        await self._channel.send_json(event)
 
     async def _error(self, exc: SpeakwireError, context_id: str | None = None) -> None:
         request_id = f"{self._id}:{context_id}:{uuid.uuid4()}" if context_id else self._id
         await self._send(p.error_event(exc, request_id=request_id, context_id=context_id))
 
     async def _close(self, code: int, reason: str = "") -> None:
-        if self.ws.application_state == WebSocketState.CONNECTED:
-            with contextlib.suppress(Exception):
-                await self.ws.close(code, reason)
+        await self._channel.close(code, reason)
 
     # ----- client messages --------------------------------------------------------------
 
@@ -345,12 +315,12 @@ class CartesiaSession:
                 if group.last:
                     await self._send(p.done_event(ctx.id))
                     return
-        except _Closed:
+        except ChannelClosed:
             pass
         except Exception as exc:
             logger.exception("cartesia context %s failed", ctx.id)
             self._forget(ctx)
-            with contextlib.suppress(_Closed):
+            with contextlib.suppress(ChannelClosed):
                 await self._error(EngineError(f"Internal error: {type(exc).__name__}"), ctx.id)
         finally:
             self._forget(ctx)

@@ -4,8 +4,8 @@ The handshake is checked before it is accepted, so a bad key or parameter is an 
 Deepgram gives it. After that the receive loop never waits for synthesis: text joins the open
 utterance as it arrives, and ``Clear``/``Close`` act at once. Each utterance (the text between two
 flushes) has a *speaker* task that sends its audio and then its ``Flushed``; speakers are chained so
-audio never interleaves while the next utterance may already synthesize. All sends go through one lock,
-and every task is cancelled and awaited when the session ends.
+audio never interleaves while the next utterance may already synthesize. All sends go through one lock
+(the session's ``WebSocketChannel``), and every task is cancelled and awaited when the session ends.
 """
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import time
 import uuid
 from typing import Any
 
 from starlette.responses import JSONResponse
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.websockets import WebSocket
 
 import speakwire
 from speakwire.encoders.registry import create_encoder
@@ -31,15 +30,12 @@ from speakwire.server.options import ResolvedSpeech, SpeechOptions, resolve_spee
 from speakwire.server.state import ServerState
 from speakwire.server.stream.protocol import MAX_SESSION_CHARS
 from speakwire.server.turns import close_utterance, open_utterance
+from speakwire.server.websocket_channel import ChannelClosed, WebSocketChannel
 from speakwire.synthesis import AudioReady, SegmentFinished, Utterance, UtteranceFinished
 
 logger = logging.getLogger(__name__)
 
 PROTOCOL = "deepgram"
-
-
-class _Closed(Exception):
-    """The session is over (client left or we closed it)."""
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -67,12 +63,11 @@ class DeepgramSpeakSession:
         self.ws = websocket
         self.state = state
         self.request_id = str(uuid.uuid4())
-        self._send_lock = asyncio.Lock()
+        self._channel = WebSocketChannel(websocket)
         self._turns: list[_Turn] = []
         self._open: _Turn | None = None
         self._sequence = p.FlushSequence()
         self._setup: _Setup | None = None
-        self._last_activity = time.monotonic()
 
     # ----- lifetime ---------------------------------------------------------------------
 
@@ -87,9 +82,11 @@ class DeepgramSpeakSession:
         try:
             engine_version = speakwire.__version__
             await self._send_json(p.metadata(self.request_id, setup.model_name, engine_version, setup.model_uuid))
-            while True:
-                await self._dispatch(await self._receive_idle())
-        except _Closed:
+            idle = self.state.settings.ws_idle_timeout_s
+            while (message := await self._channel.receive_idle(idle, self._busy)) is not None:
+                await self._dispatch(message)
+            await self._close(p.CLOSE_INTERNAL, f"NET-0001: no message within {idle:g} s")
+        except ChannelClosed:
             pass
         except Exception:
             logger.exception("deepgram speak session failed")
@@ -126,63 +123,30 @@ class DeepgramSpeakSession:
         except RuntimeError:
             await self.ws.close(1008, error.message[:120])
 
-    async def _receive(self) -> str | bytes:
-        message = await self.ws.receive()
-        if message["type"] == "websocket.disconnect":
-            raise _Closed
-        self._last_activity = time.monotonic()
-        text = message.get("text")
-        if text is not None:
-            return str(text)
-        return bytes(message.get("bytes") or b"")
-
-    async def _receive_idle(self) -> str | bytes:
-        """Next client message; ends the session after the idle timeout with nothing in progress."""
-        idle = self.state.settings.ws_idle_timeout_s
-        while True:
-            try:
-                return await asyncio.wait_for(self._receive(), timeout=idle)
-            except TimeoutError:
-                if self._open is not None or any(t.speaker is not None and not t.speaker.done() for t in self._turns):
-                    continue
-                if time.monotonic() - self._last_activity >= idle:
-                    await self._close(p.CLOSE_INTERNAL, f"NET-0001: no message within {idle:g} s")
-                    raise _Closed from None
+    def _busy(self) -> bool:
+        """A turn is open or still speaking: the session is not idle, however quiet the client."""
+        return self._open is not None or any(t.speaker is not None and not t.speaker.done() for t in self._turns)
 
     # ----- sending ----------------------------------------------------------------------
 
     async def _send_json(self, event: dict[str, Any]) -> None:
-        async with self._send_lock:
-            await self._guarded(self.ws.send_text(json.dumps(event, ensure_ascii=False)))
+        await self._channel.send_json(event)
 
     async def _send_bytes(self, data: bytes) -> None:
-        async with self._send_lock:
-            for start in range(0, len(data), p.MAX_FRAME_BYTES):
-                await self._guarded(self.ws.send_bytes(data[start : start + p.MAX_FRAME_BYTES]))
-
-    async def _guarded(self, send: Any) -> None:
-        if self.ws.application_state != WebSocketState.CONNECTED:
-            send.close()
-            raise _Closed
-        try:
-            await send
-        except (WebSocketDisconnect, RuntimeError, OSError) as exc:
-            raise _Closed from exc
+        await self._channel.send_bytes(data, p.MAX_FRAME_BYTES)
 
     async def _warn(self, item: p.ProtocolWarning) -> None:
         await self._send_json(p.warning(item))
 
     async def _close(self, code: int, reason: str = "") -> None:
-        if self.ws.application_state == WebSocketState.CONNECTED:
-            with contextlib.suppress(Exception):
-                await self.ws.close(code, reason[:120])
+        await self._channel.close(code, reason[:120])
 
     # ----- client messages --------------------------------------------------------------
 
     async def _dispatch(self, message: str | bytes) -> None:
         if len(message) > p.MAX_MESSAGE_BYTES // 4 and _size(message) > p.MAX_MESSAGE_BYTES:
             await self._close(p.CLOSE_TOO_BIG, f"BIG-0000: message exceeds {p.MAX_MESSAGE_BYTES} bytes")
-            raise _Closed
+            raise ChannelClosed
         command = p.parse_client_message(message)
         if isinstance(command, p.ProtocolWarning):
             await self._warn(command)
@@ -196,7 +160,7 @@ class DeepgramSpeakSession:
         elif isinstance(command, p.Close):
             await self._cancel_all()
             await self._close(p.CLOSE_NORMAL, "Close")
-            raise _Closed
+            raise ChannelClosed
 
     async def _on_speak(self, text: str) -> None:
         turn = self._open
@@ -207,7 +171,7 @@ class DeepgramSpeakSession:
                                            max_buffer_chars=MAX_SESSION_CHARS)  # fmt: skip
             except TooBusyError as exc:
                 await self._close(p.CLOSE_TRY_LATER, f"TOO_BUSY: {exc.message}")
-                raise _Closed from None
+                raise ChannelClosed from None
             turn = self._start_turn(utterance)
             self._open = turn
         assert turn.utterance is not None
@@ -262,8 +226,8 @@ class DeepgramSpeakSession:
             await turn.flushed.wait()
             assert turn.sequence_id is not None
             await self._send_json(p.flushed(turn.sequence_id))
-            self._last_activity = time.monotonic()
-        except _Closed:
+            self._channel.last_activity = time.monotonic()
+        except ChannelClosed:
             if utterance is not None:
                 utterance.cancel()
         finally:

@@ -5,8 +5,8 @@ each context has a speaker task that sends the audio of that context's utterance
 finishes the open utterance (the segmenter then cuts the rest of its text, so it is spoken now) and later
 text opens the next one; the speaker finishes one utterance before it starts the next, while the next may
 already synthesize. Contexts speak independently, as ElevenLabs' do; every message goes out whole under one
-lock and names its ``contextId``, and a context's ``isFinal`` is its last message. Whatever way the
-connection ends, every utterance is cancelled and every task awaited.
+lock (the session's ``WebSocketChannel``) and names its ``contextId``, and a context's ``isFinal`` is its last
+message. Whatever way the connection ends, every utterance is cancelled and every task awaited.
 
 Errors are answered the ElevenLabs way, which the SDK turns into ``ApiError``: an error message
 ``{"message", "error", "code"}`` as the last message, then a non-1000 close (1008, or 1013 when busy).
@@ -18,12 +18,11 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
-import json
 import logging
 import time
 from typing import Any, NoReturn
 
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.websockets import WebSocket
 
 from speakwire.errors import BadRequestError, NotReadyError, PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.server.auth import key_matches, offered_key
@@ -33,16 +32,13 @@ from speakwire.server.options import ResolvedSpeech, resolve_speech
 from speakwire.server.state import ServerState
 from speakwire.server.stream.protocol import MAX_SESSION_CHARS, MAX_TEXT_MESSAGE_BYTES
 from speakwire.server.turns import close_utterance, open_utterance
+from speakwire.server.websocket_channel import ChannelClosed, WebSocketChannel
 from speakwire.synthesis import AudioReady, SegmentFinished, Utterance, UtteranceFinished
 from speakwire.text.hygiene import clean_text
 
 logger = logging.getLogger(__name__)
 
 PROTOCOL = "elevenlabs"
-
-
-class _Closed(Exception):
-    """The connection is over (the client left, or we closed it)."""
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -76,13 +72,12 @@ class ElevenLabsSession:
         self.voice_id = voice_id
         self.multi = multi
         self._protocol = p.StreamInputProtocol(multi=multi)
-        self._send_lock = asyncio.Lock()
+        self._channel = WebSocketChannel(websocket)
         self._query: p.StreamQuery | None = None
         self._resolved: ResolvedSpeech | None = None
         self._contexts: dict[str | None, _Context] = {}
         self._draining: set[_Context] = set()
         """Closed contexts whose speaker still sends their flushed audio and ``isFinal``."""
-        self._last_activity = time.monotonic()
 
     # ----- lifetime ---------------------------------------------------------------------
 
@@ -94,7 +89,7 @@ class ElevenLabsSession:
                 await self._dispatch(first)
             while True:
                 await self._dispatch(await self._next_command())
-        except _Closed:
+        except ChannelClosed:
             pass
         except Exception:
             logger.exception("elevenlabs session failed")
@@ -124,7 +119,7 @@ class ElevenLabsSession:
     async def _first_command(self) -> p.Command:
         timeout = self.state.settings.ws_config_timeout_s
         try:
-            raw = await asyncio.wait_for(self._receive(), timeout=timeout)
+            raw = await asyncio.wait_for(self._channel.receive(), timeout=timeout)
         except TimeoutError:
             await self._fatal(p.inactivity_message(timeout), "input_timeout_exceeded", p.CLOSE_POLICY)
         return await self._parse(raw)
@@ -133,19 +128,11 @@ class ElevenLabsSession:
         while True:
             remaining = self._next_deadline() - time.monotonic()
             try:
-                raw = await asyncio.wait_for(self._receive(), timeout=max(remaining, 0.001))
+                raw = await asyncio.wait_for(self._channel.receive(), timeout=max(remaining, 0.001))
             except TimeoutError:
                 await self._expire()
                 continue
             return await self._parse(raw)
-
-    async def _receive(self) -> str | bytes:
-        message = await self.ws.receive()
-        if message["type"] == "websocket.disconnect":
-            raise _Closed
-        self._last_activity = time.monotonic()
-        text = message.get("text")
-        return str(text) if text is not None else bytes(message.get("bytes") or b"")
 
     async def _parse(self, raw: str | bytes) -> p.Command:
         if len(raw) > MAX_TEXT_MESSAGE_BYTES // 4 and len(_utf8(raw)) > MAX_TEXT_MESSAGE_BYTES:
@@ -165,7 +152,7 @@ class ElevenLabsSession:
         if self.multi and (self._contexts or self._draining):
             times = [ctx.last_activity for ctx in self._contexts.values()]
             return min(times, default=time.monotonic()) + timeout
-        return self._last_activity + timeout
+        return self._channel.last_activity + timeout
 
     async def _expire(self) -> None:
         """ElevenLabs' inactivity rule: a context (or the connection) that got no message for the timeout
@@ -181,26 +168,20 @@ class ElevenLabsSession:
         if self.multi and (self._contexts or self._draining):
             return
         if self._contexts and not all(_idle(ctx) for ctx in self._contexts.values()):
-            self._last_activity = now
-        elif now - self._last_activity >= timeout:
+            self._channel.last_activity = now
+        elif now - self._channel.last_activity >= timeout:
             await self._fatal(p.inactivity_message(timeout), "input_timeout_exceeded", p.CLOSE_POLICY)
 
     # ----- sending ----------------------------------------------------------------------
 
     async def _send(self, message: dict[str, Any]) -> None:
-        async with self._send_lock:
-            if self.ws.application_state != WebSocketState.CONNECTED:
-                raise _Closed
-            try:
-                await self.ws.send_text(json.dumps(message, ensure_ascii=False))
-            except (WebSocketDisconnect, RuntimeError, OSError) as exc:
-                raise _Closed from exc
+        await self._channel.send_json(message)
 
     async def _fatal(self, message: str, error: str, close_code: int) -> NoReturn:
-        with contextlib.suppress(_Closed):
+        with contextlib.suppress(ChannelClosed):
             await self._send(p.error_message(message, error))
         await self._close(close_code, p.safe_reason(message))
-        raise _Closed
+        raise ChannelClosed
 
     async def _fatal_error(self, exc: SpeakwireError) -> NoReturn:
         _, error = p.error_status(exc)
@@ -208,9 +189,7 @@ class ElevenLabsSession:
         await self._fatal(p.describe(exc, self.voice_id), error, p.CLOSE_TRY_LATER if busy else p.CLOSE_POLICY)
 
     async def _close(self, code: int, reason: str = "") -> None:
-        if self.ws.application_state == WebSocketState.CONNECTED:
-            with contextlib.suppress(Exception):
-                await self.ws.close(code, reason)
+        await self._channel.close(code, reason)
 
     # ----- client commands --------------------------------------------------------------
 
@@ -323,12 +302,12 @@ class ElevenLabsSession:
                 await reader
         if not waiting:
             await self._close(p.CLOSE_NORMAL)
-        raise _Closed
+        raise ChannelClosed
 
     async def _read_until_disconnect(self) -> None:
-        with contextlib.suppress(_Closed):
+        with contextlib.suppress(ChannelClosed):
             while True:
-                await self._receive()
+                await self._channel.receive()
 
     async def _cancel_all(self) -> None:
         contexts = [*self._contexts.values(), *self._draining]
@@ -358,9 +337,9 @@ class ElevenLabsSession:
                 finally:
                     ctx.speaking = None
                     close_utterance(self.state, run.utterance, PROTOCOL)
-                ctx.last_activity = self._last_activity = time.monotonic()  # inactivity counts from here
+                ctx.last_activity = self._channel.last_activity = time.monotonic()  # inactivity counts from here
             await self._send(p.final_message(ctx.id, multi=self.multi))
-        except _Closed:
+        except ChannelClosed:
             pass
         finally:
             self._draining.discard(ctx)

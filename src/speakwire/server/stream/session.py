@@ -4,7 +4,8 @@ The receive loop never waits for synthesis: it keeps reading client events while
 audio is produced, so text arriving mid-utterance joins it, and a cancel takes
 effect at once. Each utterance has a *speaker* task that turns pipeline events
 into wire events; speakers are chained so utterances never interleave, while the
-next utterance may already synthesize. All sends go through one lock.
+next utterance may already synthesize. All sends go through one lock (the session's
+``WebSocketChannel``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from typing import Any
 
 import numpy as np
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.websockets import WebSocket
 
 from speakwire.audio.chunk import float_to_int16_bytes
 from speakwire.encoders.registry import encode_file
@@ -28,14 +29,11 @@ from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.options import ResolvedSpeech, resolve_speech
 from speakwire.server.state import ServerState
 from speakwire.server.stream import protocol as p
+from speakwire.server.websocket_channel import ChannelClosed, WebSocketChannel
 from speakwire.synthesis import AudioReady, SegmentFinished, SegmentStarted, Utterance, UtteranceFinished
 from speakwire.text.alignment import WordTiming
 
 logger = logging.getLogger(__name__)
-
-
-class _Closed(Exception):
-    """The session is over (client left or we closed it)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -73,7 +71,7 @@ class StreamSession:
         self.ws = websocket
         self.state = state
         self.protocol = protocol
-        self._send_lock = asyncio.Lock()
+        self._channel = WebSocketChannel(websocket)
         self._config: p.StreamConfig | None = None
         self._resolved: ResolvedSpeech | None = None
         self._open: _Active | None = None
@@ -81,7 +79,6 @@ class StreamSession:
         self._speaking: list[_Active] = []
         self._next_index = 0
         self._authorized = not state.settings.api_key
-        self._last_activity = time.monotonic()
         self._closing = False
 
     # ----- lifetime ---------------------------------------------------------------------
@@ -93,9 +90,11 @@ class StreamSession:
             self._authorized = key_matches(self.state.settings.api_key or "", offered)
         try:
             await self._await_config()
-            while True:
-                await self._dispatch(await self._receive_idle())
-        except _Closed:
+            idle = self.state.settings.ws_idle_timeout_s
+            while (message := await self._channel.receive_idle(idle, self._busy)) is not None:
+                await self._dispatch(message)
+            await self._fatal(f"Idle for {idle:g} s; closing the session.", p.CLOSE_NORMAL, code="idle_timeout")
+        except ChannelClosed:
             pass
         except Exception:
             logger.exception("stream session failed")
@@ -108,7 +107,7 @@ class StreamSession:
         while self._config is None:
             remaining = deadline - time.monotonic()
             try:
-                message = await asyncio.wait_for(self._receive(), timeout=max(remaining, 0.001))
+                message = await asyncio.wait_for(self._channel.receive(), timeout=max(remaining, 0.001))
             except TimeoutError:
                 await self._fatal(
                     f"No session.config within {self.state.settings.ws_config_timeout_s:g} s; send it first.",
@@ -116,61 +115,29 @@ class StreamSession:
                 )  # fmt: skip
             await self._dispatch(message)
 
-    async def _receive(self) -> str | bytes:
-        message = await self.ws.receive()
-        if message["type"] == "websocket.disconnect":
-            raise _Closed
-        self._last_activity = time.monotonic()
-        text = message.get("text")
-        if text is not None:
-            return str(text)
-        return bytes(message.get("bytes") or b"")
-
-    async def _receive_idle(self) -> str | bytes:
-        """Next client message; ends the session after the idle timeout with nothing in progress."""
-        idle = self.state.settings.ws_idle_timeout_s
-        while True:
-            try:
-                return await asyncio.wait_for(self._receive(), timeout=idle)
-            except TimeoutError:
-                if self._open is not None or any(not a.speaker.done() for a in self._speaking):
-                    continue
-                if time.monotonic() - self._last_activity >= idle:
-                    await self._fatal(f"Idle for {idle:g} s; closing the session.", p.CLOSE_NORMAL, code="idle_timeout")
+    def _busy(self) -> bool:
+        """An utterance is open or still speaking: the session is not idle, however quiet the client."""
+        return self._open is not None or any(not a.speaker.done() for a in self._speaking)
 
     # ----- sending ----------------------------------------------------------------------
 
     async def _send_json(self, event: dict[str, Any]) -> None:
-        async with self._send_lock:
-            await self._guarded(self.ws.send_text(json.dumps(event, ensure_ascii=False)))
+        await self._channel.send_json(event)
 
     async def _send_bytes(self, data: bytes) -> None:
-        async with self._send_lock:
-            for start in range(0, len(data), p.MAX_FRAME_BYTES):
-                await self._guarded(self.ws.send_bytes(data[start : start + p.MAX_FRAME_BYTES]))
-
-    async def _guarded(self, send: Any) -> None:
-        if self.ws.application_state != WebSocketState.CONNECTED:
-            send.close()
-            raise _Closed
-        try:
-            await send
-        except (WebSocketDisconnect, RuntimeError, OSError) as exc:
-            raise _Closed from exc
+        await self._channel.send_bytes(data, p.MAX_FRAME_BYTES)
 
     async def _error(self, message: str, **extra: Any) -> None:
         await self._send_json(p.error_event(message, **extra))
 
     async def _fatal(self, message: str, close_code: int, **extra: Any) -> None:
-        with contextlib.suppress(_Closed):
+        with contextlib.suppress(ChannelClosed):
             await self._error(message, **extra)
         await self._close(close_code, message[:120])
-        raise _Closed
+        raise ChannelClosed
 
     async def _close(self, code: int, reason: str = "") -> None:
-        if self.ws.application_state == WebSocketState.CONNECTED:
-            with contextlib.suppress(Exception):
-                await self.ws.close(code, reason)
+        await self._channel.close(code, reason)
 
     # ----- client events ----------------------------------------------------------------
 
@@ -280,7 +247,7 @@ class StreamSession:
     async def _reject_busy(self, exc: TooBusyError) -> None:
         """An ``error`` event with ``retry_after_s``, then close 1013 (try again later) with the reason."""
         retry_after_s = max(1, round(exc.retry_after_s))
-        with contextlib.suppress(_Closed):
+        with contextlib.suppress(ChannelClosed):
             await self._fatal(exc.message, p.CLOSE_TRY_LATER, code="busy", retry_after_s=retry_after_s)
 
     async def _on_done(self) -> None:
@@ -308,7 +275,7 @@ class StreamSession:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await active.speaker
         await self._close(p.CLOSE_NORMAL, "session.close")
-        raise _Closed
+        raise ChannelClosed
 
     async def _cancel_all(self) -> None:
         """Stop every utterance of this session now, and wait until their speakers are gone."""
@@ -377,8 +344,7 @@ class StreamSession:
                         samples = np.concatenate(sentence_samples)
                         data = await asyncio.to_thread(encode_file, fmt, rate, samples)
                         sentence_bytes = len(data)
-                        async with self._send_lock:
-                            await self._guarded(self.ws.send_bytes(data))
+                        await self._channel.send_bytes(data)  # the sentence's file whole, in one frame
                         sent.samples += len(samples)
                         sent.words.extend(sentence_words)
                     if timestamps:
@@ -399,10 +365,10 @@ class StreamSession:
                     await self._send_json({"type": "session.done", "utterance_index": index,
                                            "total_sentences": event.usage.segments,
                                            "usage": event.usage.to_dict()})  # fmt: skip
-                    self._last_activity = time.monotonic()
+                    self._channel.last_activity = time.monotonic()
                     if config.close_after_done:
                         await self._close(p.CLOSE_NORMAL, "done")
-        except _Closed:
+        except ChannelClosed:
             utterance.cancel()
         finally:
             utterance.close()
