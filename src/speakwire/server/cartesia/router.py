@@ -24,14 +24,23 @@ from speakwire.errors import BadRequestError, SpeakwireError, TooBusyError
 from speakwire.server.cartesia import protocol as p
 from speakwire.server.cartesia.session import PROTOCOL, CartesiaSession
 from speakwire.server.options import resolve_speech
+from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.state import ServerState
 from speakwire.server.turns import close_utterance, open_utterance
 from speakwire.synthesis import AudioReady, SegmentFinished, Utterance, UtteranceFinished
-from speakwire.text.hygiene import clean_text, is_speakable
 
 logger = logging.getLogger(__name__)
 
 router = APIRouter()
+
+INPUT_ERRORS = InputErrors(
+    param="transcript",
+    empty=None,  # p.parse_http_request refuses an empty or blank transcript in its own words
+    unspeakable="transcript has nothing to speak: no letters or digits once control characters, invisible "
+    "formatting characters and invalid code points are removed.",
+    too_long="transcript is {length} characters; the limit is {limit}. Split it, or stream it over the "
+    "WebSocket /tts/websocket.",
+)
 
 
 @router.websocket("/tts/websocket")
@@ -60,7 +69,7 @@ async def _speak(request: Request, *, sse: bool) -> Response:
     try:
         body = await _json_body(request)
         speech = p.parse_http_request(body, sse=sse)
-        _check_text(state, speech.transcript)
+        check_input(speech.transcript, state.settings.max_input_chars, INPUT_ERRORS)
         engine, _, _ = state.require_ready()
         resolved = await resolve_speech(state, engine, speech.spec.options)
         encoder = create_encoder(speech.spec.output.encoder_format, resolved.output_rate, streaming=True)
@@ -88,22 +97,6 @@ async def _json_body(request: Request) -> object:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadRequestError(f"Request body is not valid JSON: {exc}") from exc
-
-
-def _check_text(state: ServerState, text: str) -> None:
-    if not is_speakable(clean_text(text)):
-        raise BadRequestError(
-            "transcript has nothing to speak: no letters or digits once control characters, invisible "
-            "formatting characters and invalid code points are removed.",
-            param="transcript",
-        )
-    limit = state.settings.max_input_chars
-    if len(text) > limit:
-        raise BadRequestError(
-            f"transcript is {len(text)} characters; the limit is {limit}. Split it, or stream it over the "
-            "WebSocket /tts/websocket.",
-            param="transcript",
-        )
 
 
 def _error_response(exc: SpeakwireError, request_id: str) -> JSONResponse:

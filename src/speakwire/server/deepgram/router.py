@@ -16,18 +16,26 @@ from fastapi import APIRouter, Request, WebSocket
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from speakwire.encoders.registry import CONTENT_TYPES, create_encoder
-from speakwire.errors import SpeakwireError, TooBusyError
+from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.server.deepgram import protocol as p
 from speakwire.server.deepgram.session import PROTOCOL, DeepgramSpeakSession
 from speakwire.server.options import SpeechOptions, resolve_speech
+from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.state import ServerState
 from speakwire.server.turns import close_utterance, open_utterance
 from speakwire.synthesis import AudioReady, SegmentFinished, Utterance
-from speakwire.text.hygiene import clean_text, is_speakable
 
 logger = logging.getLogger(__name__)
 
 router = APIRouter()
+
+INPUT_ERRORS = InputErrors(
+    param="text",  # not a query field, so p.from_speakwire answers 400 BAD_REQUEST (and 413 PAYLOAD_TOO_LARGE)
+    empty="Text cannot be empty.",
+    unspeakable="Text has nothing to speak: no letters or digits.",
+    too_long="Text is {length} characters; the limit is {limit}. Split the text.",
+    too_long_error=PayloadTooLargeError,
+)
 
 
 @router.websocket("/v1/speak")
@@ -46,7 +54,7 @@ async def speak(request: Request) -> Response:
     try:
         params = p.parse_rest_query(request.query_params)
         text = p.parse_rest_body(await request.body(), request.headers.get("content-type", "application/json"))
-        _check_text(text, state.settings.max_input_chars)
+        check_input(text, state.settings.max_input_chars, INPUT_ERRORS)
         engine, _, _ = state.require_ready()
         model, voice = p.speech_target(params.model, state.served_models(engine.info))
         options = SpeechOptions(model=model, voice=voice, response_format=params.response_format,
@@ -78,17 +86,6 @@ async def speak(request: Request) -> Response:
     media_type = "audio/wav" if params.container == "wav" else CONTENT_TYPES[fmt]
     body = _audio(state, utterance, fmt, resolved.output_rate, params.wav_prefix())
     return StreamingResponse(body, media_type=media_type, headers=headers)
-
-
-def _check_text(text: str, limit: int) -> None:
-    if not text.strip():
-        raise p.DeepgramError(400, "BAD_REQUEST", "Text cannot be empty.")
-    if not is_speakable(clean_text(text)):
-        raise p.DeepgramError(400, "BAD_REQUEST", "Text has nothing to speak: no letters or digits.")
-    if len(text) > limit:
-        raise p.DeepgramError(
-            413, "PAYLOAD_TOO_LARGE", f"Text is {len(text)} characters; the limit is {limit}. Split the text."
-        )
 
 
 def _error(error: p.DeepgramError, request_id: str) -> JSONResponse:

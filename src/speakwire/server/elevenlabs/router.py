@@ -25,17 +25,26 @@ from pydantic import ValidationError
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from speakwire.audio.chunk import Float32Array
-from speakwire.errors import SpeakwireError, TooBusyError
+from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.server.elevenlabs import protocol as p
 from speakwire.server.elevenlabs.alignment import CharacterAligner, CharTiming, http_alignment
 from speakwire.server.elevenlabs.session import PROTOCOL, ElevenLabsSession
 from speakwire.server.options import resolve_speech
+from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.state import ServerState
 from speakwire.server.turns import close_utterance, open_utterance
 from speakwire.synthesis import AudioReady, SegmentFinished, Utterance
-from speakwire.text.hygiene import clean_text, is_speakable
+from speakwire.text.hygiene import clean_text
 
 router = APIRouter()
+
+INPUT_ERRORS = InputErrors(
+    param="text",
+    empty=None,  # blank text is refused as having nothing to speak
+    unspeakable="Text has nothing to speak: it must hold letters or digits.",
+    too_long="Text is {length} characters; the limit is {limit}. Split it, or stream it over stream-input.",
+    too_long_error=PayloadTooLargeError,  # p.error_status: 400 max_character_limit_exceeded
+)
 
 
 @router.websocket("/v1/text-to-speech/{voice_id}/stream-input")
@@ -146,14 +155,8 @@ async def _start(request: Request, voice_id: str) -> _Job:
         raise _error(exc, voice_id) from None
     body = await _body(request)
     text = body.text
-    if not is_speakable(clean_text(text)):
-        message = "Text has nothing to speak: it must hold letters or digits."
-        raise _Reply(JSONResponse(p.http_error_body("invalid_request", message), status_code=400))
-    limit = state.settings.max_input_chars
-    if len(text) > limit:
-        message = f"Text is {len(text)} characters; the limit is {limit}. Split it, or stream it over stream-input."
-        raise _Reply(JSONResponse(p.http_error_body("max_character_limit_exceeded", message), status_code=400))
     try:
+        check_input(text, state.settings.max_input_chars, INPUT_ERRORS)
         settings = p.parse_voice_settings(body.voice_settings)
         engine, _, _ = state.require_ready()
         options = p.speech_options(voice_id, fmt, model_id=body.model_id, language_code=body.language_code,

@@ -12,15 +12,24 @@ import numpy as np
 from starlette.responses import Response, StreamingResponse
 
 from speakwire.encoders.registry import CONTENT_TYPES, create_encoder, encode_file
-from speakwire.errors import BadRequestError, SpeakwireError
+from speakwire.errors import SpeakwireError
 from speakwire.server.options import resolve_speech
+from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.speech.protocol import SpeechRequest
 from speakwire.server.state import ServerState
 from speakwire.server.stream.protocol import sentence_timestamps
 from speakwire.synthesis import AudioReady, SegmentFinished, Usage, Utterance, UtteranceFinished
-from speakwire.text.hygiene import clean_text, is_speakable
 
 logger = logging.getLogger(__name__)
+
+INPUT_ERRORS = InputErrors(
+    param="input",
+    empty="Input text cannot be empty.",
+    unspeakable="Input has nothing to speak: no letters or digits once control characters, invisible "
+    "formatting characters and invalid (surrogate) code points are removed.",
+    too_long="Input is {length} characters; the limit is {limit}. Split the text, or stream it over "
+    "the WebSocket /v1/audio/speech/stream.",
+)
 
 
 def audio_headers(sample_rate: int) -> dict[str, str]:
@@ -54,21 +63,7 @@ async def create_speech(
 ) -> Response:
     engine, pipeline, metrics = state.require_ready()
     text = body.input
-    if not text.strip():
-        raise BadRequestError("Input text cannot be empty.", param="input")
-    if not is_speakable(clean_text(text)):
-        raise BadRequestError(
-            "Input has nothing to speak: no letters or digits once control characters, invisible "
-            "formatting characters and invalid (surrogate) code points are removed.",
-            param="input",
-        )
-    limit = state.settings.max_input_chars
-    if len(text) > limit:
-        raise BadRequestError(
-            f"Input is {len(text)} characters; the limit is {limit}. Split the text, or stream it over "
-            "the WebSocket /v1/audio/speech/stream.",
-            param="input",
-        )
+    check_input(text, state.settings.max_input_chars, INPUT_ERRORS)
     resolved = await resolve_speech(state, engine, body.options())
     fmt, rate = resolved.response_format, resolved.output_rate
     try:
