@@ -12,12 +12,12 @@ import numpy as np
 from starlette.responses import Response, StreamingResponse
 
 from speakwire.encoders.registry import CONTENT_TYPES, create_encoder, encode_file
-from speakwire.errors import SpeakwireError
 from speakwire.server.options import resolve_speech
 from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.speech.protocol import SpeechRequest
 from speakwire.server.state import ServerState
 from speakwire.server.stream.protocol import sentence_timestamps
+from speakwire.server.turns import close_utterance, open_utterance
 from speakwire.synthesis import AudioReady, SegmentFinished, Usage, Utterance, UtteranceFinished
 
 logger = logging.getLogger(__name__)
@@ -61,17 +61,12 @@ def _note_ignored(fields: list[str]) -> None:
 async def create_speech(
     state: ServerState, body: SpeechRequest, *, protocol: str = "http", accept: str = ""
 ) -> Response:
-    engine, pipeline, metrics = state.require_ready()
+    engine, _, _ = state.require_ready()
     text = body.input
     check_input(text, state.settings.max_input_chars, INPUT_ERRORS)
     resolved = await resolve_speech(state, engine, body.options())
     fmt, rate = resolved.response_format, resolved.output_rate
-    try:
-        utterance = pipeline.utterance(resolved.request, output_rate=rate, observer=metrics.observer(protocol))
-    except SpeakwireError:
-        metrics.rejections.labels(engine=engine.info.name, protocol=protocol).inc()
-        raise
-    metrics.active.labels(engine=engine.info.name, protocol=protocol).inc()
+    utterance = open_utterance(state, resolved, protocol=protocol)
     utterance.feed(text)
     utterance.finish()
     headers = audio_headers(rate)
@@ -85,19 +80,13 @@ async def create_speech(
         try:
             return await _whole_file(utterance, fmt, rate, headers)
         finally:
-            _close(state, utterance, protocol)
+            close_utterance(state, utterance, protocol)
     stream = _raw_stream(utterance, fmt, rate) if delivery == "audio" else _sse_stream(utterance, fmt, rate, words)
     return StreamingResponse(
         _closing(state, utterance, protocol, stream),
         media_type="text/event-stream" if delivery == "sse" else CONTENT_TYPES[fmt],
         headers=headers,
     )
-
-
-def _close(state: ServerState, utterance: Utterance, protocol: str) -> None:
-    utterance.close()
-    if state.metrics is not None and state.engine is not None:
-        state.metrics.active.labels(engine=state.engine.info.name, protocol=protocol).dec()
 
 
 async def _closing(
@@ -108,7 +97,7 @@ async def _closing(
         async for data in stream:
             yield data
     finally:
-        _close(state, utterance, protocol)
+        close_utterance(state, utterance, protocol)
 
 
 async def _whole_file(utterance: Utterance, fmt: str, rate: int, headers: dict[str, str]) -> Response:

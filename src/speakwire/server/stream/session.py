@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import threading
 import time
 from typing import Any
 
@@ -29,6 +28,7 @@ from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.options import ResolvedSpeech, resolve_speech
 from speakwire.server.state import ServerState
 from speakwire.server.stream import protocol as p
+from speakwire.server.turns import close_utterance, open_utterance
 from speakwire.server.websocket_channel import ChannelClosed, WebSocketChannel
 from speakwire.synthesis import AudioReady, SegmentFinished, SegmentStarted, Utterance, UtteranceFinished
 from speakwire.text.alignment import WordTiming
@@ -220,20 +220,15 @@ class StreamSession:
 
     def _start_utterance(self) -> _Active | None:
         assert self._config is not None and self._resolved is not None
-        _, pipeline, metrics = self.state.require_ready()
         resolved = self._resolved
-        request = dataclasses.replace(resolved.request, cancelled=threading.Event(), extra=dict(resolved.request.extra))
-        engine_name = pipeline.engine.info.name
         try:
-            utterance = pipeline.utterance(
-                request, output_rate=resolved.output_rate, granularity=self._config.granularity,
-                max_buffer_chars=p.MAX_SESSION_CHARS, observer=metrics.observer(self.protocol),
+            utterance = open_utterance(
+                self.state, resolved, protocol=self.protocol, granularity=self._config.granularity,
+                max_buffer_chars=p.MAX_SESSION_CHARS,
             )  # fmt: skip
         except TooBusyError as exc:
-            metrics.rejections.labels(engine=engine_name, protocol=self.protocol).inc()
             asyncio.get_running_loop().create_task(self._reject_busy(exc))
             return None
-        metrics.active.labels(engine=engine_name, protocol=self.protocol).inc()
         index = self._next_index
         self._next_index += 1
         self._speaking = [a for a in self._speaking if not a.speaker.done()]
@@ -371,7 +366,4 @@ class StreamSession:
         except ChannelClosed:
             utterance.cancel()
         finally:
-            utterance.close()
-            metrics = self.state.metrics
-            if metrics is not None:
-                metrics.active.labels(engine=metrics.engine, protocol=self.protocol).dec()
+            close_utterance(self.state, utterance, self.protocol)
