@@ -66,3 +66,20 @@ def test_metrics_count_streams_and_rejections(one_slot: LiveServer) -> None:
     assert 'speakwire_rejections_total{engine="piper",protocol="websocket"} 1.0' in body
     assert "speakwire_time_to_first_audio_seconds_bucket" in body
     assert 'speakwire_active_streams{engine="piper",protocol="websocket"} 0.0' in body
+
+
+async def test_a_session_ended_by_its_first_text_gives_its_slot_back(one_slot: LiveServer) -> None:
+    # The utterance's speaker is cancelled before it first runs; the slot must be released all the same.
+    async with connect(one_slot.ws_url) as ws:
+        await ws.send(json.dumps({"type": "session.config", "response_format": "pcm"}))
+        await ws.send(json.dumps({"type": "input.text", "text": "a" * 110_000}))
+        error = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        assert error["type"] == "error" and error["code"] == "too_large"
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(ws.recv(), 10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+    async with httpx.AsyncClient() as http:
+        after = await http.post(f"{one_slot.url}/v1/audio/speech", json={"input": "Is the slot free?"})
+        body = (await http.get(f"{one_slot.url}/metrics")).text
+    assert after.status_code == 200
+    assert 'speakwire_active_streams{engine="piper",protocol="websocket"} 0.0' in body

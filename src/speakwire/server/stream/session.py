@@ -273,7 +273,7 @@ class StreamSession:
         raise ChannelClosed
 
     async def _cancel_all(self) -> None:
-        """Stop every utterance of this session now, and wait until their speakers are gone."""
+        """Stop every utterance of this session now, wait until their speakers are gone, release the slots."""
         self._open = None
         active, self._speaking = self._speaking, []
         for item in active:
@@ -282,6 +282,9 @@ class StreamSession:
         for item in active:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await item.speaker
+            # A speaker cancelled before it first ran never reaches its ``finally`` (e.g. a first input.text
+            # over MAX_SESSION_CHARS ends the session at once): without this its admission slot would leak.
+            close_utterance(self.state, item.utterance, self.protocol)
 
     # ----- speaking ---------------------------------------------------------------------
 
