@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import httpx
 import pytest
@@ -11,7 +12,9 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from speakwire.engines.piper import PiperEngine
+from speakwire.errors import PayloadTooLargeError
 from speakwire.settings import Settings
+from speakwire.synthesis import Utterance
 from support.live_server import LiveServer, start_server
 
 LONG = " ".join(["This stream holds the only slot on the server for a while."] * 20)
@@ -83,3 +86,71 @@ async def test_a_session_ended_by_its_first_text_gives_its_slot_back(one_slot: L
         body = (await http.get(f"{one_slot.url}/metrics")).text
     assert after.status_code == 200
     assert 'speakwire_active_streams{engine="piper",protocol="websocket"} 0.0' in body
+
+
+# Sentences, not one giant word: the first one is spoken (and the response streams) long before the rest.
+OVER_BUFFER = " ".join(["Operators may allow texts longer than the stream buffer."] * 2_000)  # ~116,000 characters
+"""Longer than the 100,000 characters an utterance buffers by default, within the operator's larger limit."""
+
+LONG_INPUT_ROUTES = {
+    "openai": ("/v1/audio/speech", {"input": OVER_BUFFER, "response_format": "pcm", "stream_format": "audio"}),
+    "deepgram": ("/v1/speak?encoding=linear16&container=none", {"text": OVER_BUFFER}),
+    "cartesia": ("/tts/bytes", {"model_id": "sonic-3", "transcript": OVER_BUFFER,
+                                "voice": {"mode": "id", "id": "alloy"},
+                                "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 22050}}),
+    "elevenlabs": ("/v1/text-to-speech/alloy/stream?output_format=pcm_24000", {"text": OVER_BUFFER}),
+}  # fmt: skip
+
+
+@pytest.fixture  # one server per route, so a slot one route leaks does not fail the next
+def one_slot_long_inputs(piper_engine: PiperEngine):  # type: ignore[no-untyped-def]
+    live = start_server(Settings(max_streams=1, max_input_chars=200_000), engine=piper_engine)
+    yield live
+    live.stop()
+
+
+def _wait_until_idle(live: LiveServer, timeout_s: float = 10) -> int:
+    """The server's active streams once they reach 0, or what they still are at ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        active: int = httpx.get(f"{live.url}/ready").json()["load"]["active_streams"]
+        if active == 0 or time.monotonic() > deadline:
+            return active
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("route", LONG_INPUT_ROUTES)
+def test_text_over_the_stream_buffer_but_within_max_input_chars_is_spoken_and_gives_its_slot_back(
+    one_slot_long_inputs: LiveServer, route: str
+) -> None:
+    # An operator's max_input_chars over 100,000 once let the text overflow the utterance's own buffer
+    # after it was admitted: the client got the WebSocket's "send input.done" 413 and the slot leaked for good.
+    live = one_slot_long_inputs
+    path, body = LONG_INPUT_ROUTES[route]
+    with httpx.stream("POST", f"{live.url}{path}", json=body, timeout=60) as response:
+        status = response.status_code
+        first = next(response.iter_bytes(), b"")  # audio flows; hanging up here cancels the rest
+    assert _wait_until_idle(live) == 0, "the request's admission slot was not released"
+    after = httpx.post(f"{live.url}/v1/audio/speech", json={"input": "Is the slot free?"}, timeout=60)
+    assert after.status_code == 200, after.text
+    assert status == 200, first
+    assert first
+
+
+@pytest.mark.parametrize("route", LONG_INPUT_ROUTES)
+def test_an_utterance_that_refuses_its_text_gives_its_slot_back_and_the_client_the_error(
+    one_slot_long_inputs: LiveServer, route: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: Utterance, text: str) -> None:
+        raise PayloadTooLargeError("This utterance takes no text.", param="text")
+
+    monkeypatch.setattr(Utterance, "feed", refuse)  # the server runs in this process
+    live = one_slot_long_inputs
+    path, body = LONG_INPUT_ROUTES[route]
+    refused = httpx.post(f"{live.url}{path}", json=body, timeout=60)
+    assert refused.status_code in (400, 413), refused.text  # ElevenLabs says 400 for text over a limit
+    assert "This utterance takes no text." in refused.text
+    assert _wait_until_idle(live) == 0, "the refused request's admission slot was not released"
+    monkeypatch.undo()
+    after = httpx.post(f"{live.url}/v1/audio/speech", json={"input": "Is the slot free?"}, timeout=60)
+    assert after.status_code == 200, after.text

@@ -73,13 +73,18 @@ async def _speak(request: Request, *, sse: bool) -> Response:
         engine, _, _ = state.require_ready()
         resolved = await resolve_speech(state, engine, speech.spec.options)
         encoder = create_encoder(speech.spec.output.encoder_format, resolved.output_rate, streaming=True)
-        utterance = open_utterance(state, resolved, protocol=PROTOCOL)
+        # Checked against max_input_chars above, which may exceed the utterance's default buffer.
+        utterance = open_utterance(state, resolved, protocol=PROTOCOL, max_buffer_chars=state.settings.max_input_chars)
         utterance.feed(speech.transcript)
         utterance.finish()
     except SpeakwireError as exc:
         if utterance is not None:
             close_utterance(state, utterance, PROTOCOL)
         return _error_response(exc, request_id)
+    except BaseException:
+        if utterance is not None:
+            close_utterance(state, utterance, PROTOCOL)
+        raise
     if sse:
         stream = _sse_stream(utterance, encoder, speech, request_id)
         media_type = "text/event-stream"

@@ -60,7 +60,8 @@ async def speak(request: Request) -> Response:
         options = SpeechOptions(model=model, voice=voice, response_format=params.response_format,
                                 speed=params.speed, sample_rate=params.sample_rate, seed=params.seed)  # fmt: skip
         resolved = await resolve_speech(state, engine, options)
-        utterance = open_utterance(state, resolved, protocol=PROTOCOL)
+        # Checked against max_input_chars above, which may exceed the utterance's default buffer.
+        utterance = open_utterance(state, resolved, protocol=PROTOCOL, max_buffer_chars=state.settings.max_input_chars)
     except p.DeepgramError as exc:
         return _error(exc, request_id)
     except SpeakwireError as exc:
@@ -71,6 +72,9 @@ async def speak(request: Request) -> Response:
     try:
         utterance.feed(text)
         utterance.finish()
+    except SpeakwireError as exc:
+        close_utterance(state, utterance, PROTOCOL)
+        return _error(p.from_speakwire(exc), request_id)
     except BaseException:
         close_utterance(state, utterance, PROTOCOL)
         raise

@@ -162,13 +162,21 @@ async def _start(request: Request, voice_id: str) -> _Job:
         options = p.speech_options(voice_id, fmt, model_id=body.model_id, language_code=body.language_code,
                                    voice_settings=settings, seed=body.seed)  # fmt: skip
         resolved = await resolve_speech(state, engine, options)
-        utterance = open_utterance(state, resolved, protocol=PROTOCOL)
+        # Checked against max_input_chars above, which may exceed the utterance's default buffer.
+        utterance = open_utterance(state, resolved, protocol=PROTOCOL, max_buffer_chars=state.settings.max_input_chars)
     except SpeakwireError as exc:
         raise _error(exc, voice_id) from None
-    aligner = CharacterAligner()
-    aligner.add_text(clean_text(text))
-    utterance.feed(text)
-    utterance.finish()
+    try:
+        aligner = CharacterAligner()
+        aligner.add_text(clean_text(text))
+        utterance.feed(text)
+        utterance.finish()
+    except SpeakwireError as exc:
+        close_utterance(state, utterance, PROTOCOL)  # no _Job will close it: give the slot back now
+        raise _error(exc, voice_id) from None
+    except BaseException:
+        close_utterance(state, utterance, PROTOCOL)
+        raise
     return _Job(state, utterance, fmt, aligner)
 
 

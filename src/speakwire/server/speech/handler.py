@@ -66,9 +66,15 @@ async def create_speech(
     check_input(text, state.settings.max_input_chars, INPUT_ERRORS)
     resolved = await resolve_speech(state, engine, body.options())
     fmt, rate = resolved.response_format, resolved.output_rate
-    utterance = open_utterance(state, resolved, protocol=protocol)
-    utterance.feed(text)
-    utterance.finish()
+    # The text is already checked against max_input_chars, which an operator may set above the
+    # utterance's default buffer; left at the default, feed() would refuse it after admission.
+    utterance = open_utterance(state, resolved, protocol=protocol, max_buffer_chars=state.settings.max_input_chars)
+    try:
+        utterance.feed(text)
+        utterance.finish()
+    except BaseException:
+        close_utterance(state, utterance, protocol)  # no response will close it: give the slot back now
+        raise
     headers = audio_headers(rate)
     delivery = body.delivery(accept)
     words = bool(body.word_timestamps) and delivery == "sse"
