@@ -274,6 +274,49 @@ async def test_a_failed_one_shot_gets_an_error_and_the_connection_closes(
 
 
 @pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("   ", "Nothing to speak: the text has no letters or digits."),
+        ("\u200b?!", "Nothing to speak: the text has no letters or digits."),
+        ("a" * 10_001, "Text is 10001 characters; the limit is 10000. Stream it (synthesize-start/-chunk/-stop)."),
+    ],
+)
+async def test_a_refused_one_shot_says_why_in_wyomings_words(wyoming: Live, text: str, error: str) -> None:
+    async with client(wyoming) as c:
+        await c.write_event(Synthesize(text=text).event())
+        reply = await read_until(c, "error")
+        refusal = Error.from_event(reply.events[-1])
+        assert refusal.text == error
+        assert refusal.code == ("too_large" if "limit" in error else "nothing_to_speak")
+        assert await asyncio.wait_for(c.read_event(), timeout=10) is None
+    assert active(wyoming) == 0
+
+
+@pytest.fixture
+def wyoming_long_inputs(piper_engine: PiperEngine) -> Iterator[Live]:
+    port = free_port()
+    live = start_server(Settings(wyoming_port=port, max_input_chars=200_000), engine=piper_engine)
+    yield Live(live, port)
+    live.stop()
+
+
+async def test_a_one_shot_over_the_stream_buffer_but_within_max_input_chars_is_spoken(
+    wyoming_long_inputs: Live,
+) -> None:
+    # An operator's max_input_chars over 100,000 once let the text overflow the utterance's own buffer
+    # after it was admitted, and the connection ended with an internal error instead of audio.
+    text = " ".join(["Operators may allow texts longer than the stream buffer."] * 2_000)  # ~116,000 characters
+    async with client(wyoming_long_inputs) as c:
+        await c.write_event(Synthesize(text=text).event())
+        reply = await read_until(c, "audio-chunk")  # hanging up after it cancels the rest
+    assert reply.types[0] == "audio-start"
+    deadline = time.monotonic() + TIMEOUT
+    while active(wyoming_long_inputs) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert active(wyoming_long_inputs) == 0
+
+
+@pytest.mark.parametrize(
     ("request_event", "code"),
     [
         (SynthesizeChunk(text="no stream").event(), "no_stream"),

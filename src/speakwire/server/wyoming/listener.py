@@ -24,18 +24,27 @@ import speakwire
 from speakwire.audio.chunk import float_to_int16_bytes
 from speakwire.errors import NotFoundError, NotReadyError, PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.server.options import ResolvedSpeech, SpeechOptions, resolve_speech
+from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.state import ServerState
 from speakwire.server.stream.protocol import MAX_SESSION_CHARS
 from speakwire.server.turns import close_utterance, open_utterance
 from speakwire.server.wyoming import protocol as p
 from speakwire.synthesis import AudioReady, SegmentFinished, SegmentStarted, Utterance, UtteranceFinished
-from speakwire.text.hygiene import clean_text, is_speakable
 
 logger = logging.getLogger(__name__)
 
 PROTOCOL = "wyoming"
 """The ``protocol`` label of this listener's metrics."""
 READ_SIZE = 64 * 1024
+
+INPUT_ERRORS = InputErrors(
+    param="text",
+    empty=None,  # blank text has nothing to speak either: one refusal, ``nothing_to_speak``
+    unspeakable="Nothing to speak: the text has no letters or digits.",
+    too_long="Text is {length} characters; the limit is {limit}. Stream it (synthesize-start/-chunk/-stop).",
+    too_long_error=PayloadTooLargeError,
+)
+"""How a one-shot ``synthesize`` is refused; ``_speak_once`` gives each refusal its Wyoming error code."""
 
 
 class _Closed(Exception):
@@ -280,23 +289,24 @@ class WyomingConnection:
 
     async def _speak_once(self, command: p.SpeakOnce) -> None:
         text = command.text
-        if not is_speakable(clean_text(text)):
-            self._error_in_order("Nothing to speak: the text has no letters or digits.", "nothing_to_speak",
-                                 then_close=True)  # fmt: skip
-            return
         limit = self.state.settings.max_input_chars
-        if len(text) > limit:
-            self._error_in_order(
-                f"Text is {len(text)} characters; the limit is {limit}. Stream it (synthesize-start/-chunk/-stop).",
-                "too_large",
-                then_close=True,
-            )
+        try:
+            check_input(text, limit, INPUT_ERRORS)
+        except SpeakwireError as exc:
+            code: p.ErrorCode = "too_large" if isinstance(exc, PayloadTooLargeError) else "nothing_to_speak"
+            self._error_in_order(exc.message, code, then_close=True)
             return
-        utterance = await self._open(command.voice, then_close=True)
+        # The limit may be above the utterance's default buffer; the text is checked against it already.
+        utterance = await self._open(command.voice, max_buffer_chars=limit, then_close=True)
         if utterance is None:
             return
-        utterance.feed(text)
-        utterance.finish()
+        try:
+            utterance.feed(text)
+            utterance.finish()
+        except SpeakwireError as exc:
+            self._release(utterance)
+            self._error_in_order(exc.message, _error_code(exc), then_close=True)
+            return
         self._in_order(lambda: self._send_once(utterance))
 
     async def _open_stream(self, command: p.OpenStream) -> None:
