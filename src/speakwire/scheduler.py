@@ -1,10 +1,20 @@
 """Scheduler: the engine worker threads, and who gets the next free one.
 
-Work is one segment's synthesis. A free worker takes the job with the earliest
-playback deadline: a stream's first segment is due "now" (so it jumps ahead of
-every later segment), a later segment is due when the audio already sent to its
-client runs out. Streams far ahead of playback therefore wait behind streams that
-are about to underrun, which keeps time to first audio flat under load.
+Work is one segment's synthesis (or its next chunks, after it gave its worker away).
+A free worker takes the job with the earliest deadline, which the pipeline sets to the
+job's latest start (``speakwire.pacing``): when its audio is due (a new stream's first
+audio soon, a later segment's when the audio already sent runs out) minus what making
+it costs. Streams far ahead of playback therefore wait behind streams that are about to
+underrun, and a new stream's first segment waits only for streams that would otherwise
+run dry.
+
+One worker is kept for urgent work: a job whose deadline is more than ``URGENT_WITHIN_S``
+away (a refill for a listener with seconds of audio buffered) is *bulk*, and at most
+``workers - 1`` workers run bulk at once. Engine calls cannot be interrupted (a whole
+sentence holds its worker for up to half a second), so without the reservation a new
+stream's first segment waited behind two of them: that wait was most of the p95 time to
+first audio under load. Bulk loses nothing it needs: it becomes urgent, and may use any
+worker, once its deadline is near.
 """
 
 from __future__ import annotations
@@ -19,6 +29,9 @@ from dataclasses import dataclass, field
 
 logger = logging.getLogger(__name__)
 
+URGENT_WITHIN_S = 0.5
+"""Jobs due to start within this many seconds may take any worker; later ones (bulk) leave one free."""
+
 
 @dataclass(order=True, slots=True)
 class Job:
@@ -29,6 +42,8 @@ class Job:
     run: Callable[[], None] = field(compare=False)
     submitted_at: float = field(compare=False, default=0.0)
     cancelled: bool = field(compare=False, default=False)
+    bulk: bool = field(compare=False, default=False)
+    """Taken by a worker while its deadline was more than ``URGENT_WITHIN_S`` away."""
 
     def cancel(self) -> None:
         """Skip the job if no worker has started it yet (a running job stops via its own cancel flag)."""
@@ -38,12 +53,18 @@ class Job:
 class Scheduler:
     """A fixed pool of worker threads serving a deadline-ordered queue."""
 
-    def __init__(self, workers: int, *, name: str = "speakwire-engine") -> None:
+    def __init__(
+        self, workers: int, *, name: str = "speakwire-engine", urgent_within_s: float | None = URGENT_WITHIN_S
+    ) -> None:
+        """``urgent_within_s``: deadlines further away than this are bulk (None: no worker kept for urgent work)."""
         self._heap: list[Job] = []
         self._cond = threading.Condition()
         self._seq = itertools.count()
         self._closed = False
         self._busy = 0
+        self._bulk = 0
+        self._urgent_within_s = urgent_within_s
+        self._bulk_limit = max(1, workers - 1)
         self._job_s = 0.0
         """Moving average of how long one job holds a worker (a segment, or its slice until it yields)."""
         self.queue_wait_observer: Callable[[float], None] | None = None
@@ -81,7 +102,7 @@ class Scheduler:
             return self._busy
 
     def submit(self, run: Callable[[], None], *, deadline: float | None = None) -> Job:
-        """Queue ``run`` for a worker; ``deadline`` is a ``time.monotonic()`` instant (None = now)."""
+        """Queue ``run``; ``deadline`` is the ``time.monotonic()`` instant it should start by (None = now)."""
         now = time.monotonic()
         job = Job(deadline if deadline is not None else now, next(self._seq), run, submitted_at=now)
         with self._cond:
@@ -108,11 +129,29 @@ class Scheduler:
                 while self._heap and self._heap[0].cancelled:
                     heapq.heappop(self._heap)
                 if self._heap:
-                    self._busy += 1
-                    return heapq.heappop(self._heap)
+                    head = self._heap[0]
+                    wait_s = self._bulk_wait_s(head)
+                    if wait_s is None:
+                        self._busy += 1
+                        return heapq.heappop(self._heap)
+                    self._cond.wait(wait_s)  # until it is urgent, a bulk job ends, or more urgent work arrives
+                    continue
                 if self._closed:
                     return None
                 self._cond.wait()
+
+    def _bulk_wait_s(self, head: Job) -> float | None:
+        """None if a worker may take ``head`` now (marking it bulk if it is); else seconds until it is urgent."""
+        if self._urgent_within_s is None:
+            return None
+        until_urgent = head.deadline - self._urgent_within_s - time.monotonic()
+        if until_urgent <= 0:
+            return None
+        if self._bulk < self._bulk_limit:
+            head.bulk = True
+            self._bulk += 1
+            return None
+        return until_urgent
 
     def _work(self) -> None:
         while (job := self._next_job()) is not None:
@@ -126,5 +165,8 @@ class Scheduler:
             finally:
                 with self._cond:
                     self._busy -= 1
+                    if job.bulk:
+                        self._bulk -= 1
+                        self._cond.notify()  # a worker held back by the bulk limit may take the next one
                     held = time.monotonic() - started
                     self._job_s = held if self._job_s == 0 else 0.8 * self._job_s + 0.2 * held

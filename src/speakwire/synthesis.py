@@ -39,6 +39,7 @@ from speakwire.audio.chunk import AudioChunk, Float32Array
 from speakwire.audio.resample import StreamResampler
 from speakwire.engines.base import Engine, SynthesisRequest, TextStream, TextStreamingEngine
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.pacing import WorkCosts, first_segment_key, next_chunk_s, refill_key, should_yield
 from speakwire.scheduler import Job, Scheduler
 from speakwire.text.alignment import SegmentWords, WordTiming
 from speakwire.text.hygiene import clean_text
@@ -51,9 +52,7 @@ logger = logging.getLogger(__name__)
 LATENCY_CRITICAL_BUFFER_S = 1.0
 """Below this much buffered audio the next segment is urgent: engines may trade compute for earlier samples."""
 OVERLOAD_LATENESS_S = 0.5
-"""New streams are refused while the most urgent waiting segment is this late for its playback deadline."""
-YIELD_BUFFER_S = 0.3
-"""A running segment gives its worker to more urgent work once this much of its audio is buffered."""
+"""New streams are refused while the most urgent waiting work is this late for its latest start (``pacing``)."""
 STREAM_MARGIN_S = 0.3
 """A later segment is made latency-critical (frame-streamed on Piper) when its first whole sentence, after the
 work queued before it, would arrive less than this before the listener's buffered audio runs out."""
@@ -80,6 +79,8 @@ class _SegmentRun:
     spoken: str = ""
     engine_text: str = ""
     """The segment's original (``spoken``) text and the text the engine was given (normalized)."""
+    last_chunk_s: float = 0.0
+    """Worker seconds the last chunk took (what the next one will cost is estimated from it)."""
     timed: bool = False
     """Not latency-critical, first audio still to come: its time feeds ``SynthesisPipeline.whole_s_per_char``."""
     offset: int = 0
@@ -174,6 +175,8 @@ class SynthesisPipeline:
         self.max_streams = max_streams
         self.max_queue = max_queue
         self.active = 0
+        self.costs = WorkCosts()
+        """What engine work costs on this machine now: orders the queue by latest start (``pacing``)."""
         self.whole_s_per_char: float | None = None
         """Moving average of the seconds a segment that is not latency-critical takes to its first audio, per
         character of its first sentence (contention included): tells when a refill would arrive too late."""
@@ -388,11 +391,15 @@ class Utterance:
 
     # ----- scheduling -------------------------------------------------------------------
 
-    def _deadline(self) -> float:
+    def _key(self, next_chunk_cost_s: float | None = None) -> float:
+        """Latest start (``pacing``) of this utterance's next work: the scheduler's ordering key."""
         progress = self._progress
-        if progress.playback_end is None:
-            return progress.started_at or progress.created_at
-        return progress.playback_end
+        costs = self._pipeline.costs
+        end = progress.produced_end if progress.produced_end is not None else progress.playback_end
+        if end is None:
+            complete = progress.segment_submitted_at or progress.started_at or progress.created_at
+            return first_segment_key(complete, costs)
+        return refill_key(end, costs.first_chunk_s if next_chunk_cost_s is None else next_chunk_cost_s)
 
     def _submit_next(self) -> None:
         if self._done or self._job is not None or not self._pending:
@@ -407,13 +414,16 @@ class Utterance:
         scheduler = self._pipeline.scheduler
         critical = first or (buffered_s < LATENCY_CRITICAL_BUFFER_S and scheduler.queued == 0)
         per_char = self._pipeline.whole_s_per_char
-        if not critical and per_char is not None:
+        whole_first_s = None if per_char is None else per_char * _first_sentence_chars(segment.spoken)
+        if not critical and whole_first_s is not None:
             # ...unless its first whole sentence would come too late: then the listener would hear a gap,
             # and the extra compute of frame streaming is the cheaper price.
-            arrives_s = scheduler.work_due_before(self._deadline()) + per_char * _first_sentence_chars(segment.spoken)
+            due = self._progress.playback_end
+            arrives_s = scheduler.work_due_before(refill_key(due, whole_first_s)) + whole_first_s  # type: ignore[arg-type]
             critical = buffered_s < arrives_s + STREAM_MARGIN_S
         self.request.latency_critical = critical
-        self._job = scheduler.submit(lambda: self._run_segment(segment), deadline=self._deadline())
+        key = self._key(None if critical or first else whole_first_s)
+        self._job = scheduler.submit(lambda: self._run_segment(segment), deadline=key)
 
     def _maybe_finish(self) -> None:
         if self._input_done and self._job is None and not self._pending and not self._done:
@@ -441,9 +451,14 @@ class Utterance:
             if run is None:
                 run = self._start_segment(segment)
                 run.timed = not request.latency_critical
+            mark = time.monotonic()
             for chunk in run.chunks:
                 if request.cancelled.is_set():
                     return
+                now = time.monotonic()
+                if not run.last_chunk_s and request.latency_critical:  # the frontend and a first window
+                    self._pipeline.costs.observe_first_chunk(now - run.started)
+                run.last_chunk_s = now - mark
                 if run.timed:
                     run.timed = False
                     self._time_whole_sentence(run)
@@ -454,12 +469,14 @@ class Utterance:
                     run.audio_samples += len(out)
                     self._post(AudioReady(segment.index, out, run.take_words(self.output_rate)))
                     self._note_produced(len(out) / self.output_rate)
-                if self._should_yield_worker():
-                    # Others are closer to running dry: continue this segment when our own buffer needs it.
+                own_key = self._yield_key(run)
+                if own_key is not None:
+                    # Others must start sooner: continue this segment by the latest start of its next chunk.
                     self._job = self._pipeline.scheduler.submit(
-                        functools.partial(self._run_segment, segment, run), deadline=self._deadline()
+                        functools.partial(self._run_segment, segment, run), deadline=own_key
                     )
                     return
+                mark = time.monotonic()
             tail = run.resampler.flush()
             if run.words is not None:
                 run.pending.extend(run.words.finish())
@@ -522,15 +539,13 @@ class Utterance:
         end = self._progress.produced_end
         self._progress.produced_end = (now if end is None else max(now, end)) + duration_s
 
-    def _should_yield_worker(self) -> bool:
-        """Yield between engine chunks when enough audio is buffered and another stream's work is more urgent."""
-        if not self._engine.info.resumable:
-            return False
-        playback_end = self._progress.produced_end
-        if playback_end is None or playback_end - time.monotonic() < YIELD_BUFFER_S:
-            return False
-        earliest = self._pipeline.scheduler.earliest_deadline()
-        return earliest is not None and earliest < playback_end - YIELD_BUFFER_S
+    def _yield_key(self, run: _SegmentRun) -> float | None:
+        """Between engine chunks: this segment's next latest start if waiting work must start before it, else None."""
+        if not self._engine.info.resumable or self._progress.produced_end is None:
+            return None
+        own_key = self._key(next_chunk_s(run.last_chunk_s))
+        waiting = self._pipeline.scheduler.earliest_deadline()
+        return own_key if should_yield(own_key, waiting, time.monotonic()) else None
 
     def _deliver(self, event: UtteranceEvent) -> None:
         """Runs on the event loop: forward a worker event, and keep the segment chain moving."""
@@ -582,7 +597,7 @@ class Utterance:
             else:
                 self._unsent.append(text)
         if self._job is None and not self._done and any(ch.isalnum() for ch in "".join(self._unsent)):
-            self._job = self._pipeline.scheduler.submit(self._run_text_stream, deadline=self._deadline())
+            self._job = self._pipeline.scheduler.submit(self._run_text_stream, deadline=self._key())
 
     def _run_text_stream(self) -> None:
         """Runs on a worker for the whole utterance: open the engine's text stream and label its audio."""
