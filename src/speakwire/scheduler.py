@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 logger = logging.getLogger(__name__)
 
-URGENT_WITHIN_S = 0.5
+URGENT_WITHIN_S = 1.0
 """Jobs due to start within this many seconds may take any worker; later ones (bulk) leave one free."""
 
 
