@@ -18,10 +18,24 @@ PRESET_SPEAKER_ALIASES = ("Vivian", "Serena", "Uncle_Fu", "Dylan", "Eric", "Ryan
 """Qwen3-TTS CustomVoice speakers: on an engine without them they mean its default voice, so clients
 written for a Qwen3 server (the AWS sample sends ``voice: "Vivian"``) work against a laptop's Piper."""
 
+MAX_SEED = 2**32 - 1
+"""Largest ``default_seed``: 32 bits, which every seeded sampler accepts (Qwen3's torch generators take 64,
+and it adds each segment's index to the seed)."""
 
 
 def _flag(raw: str) -> bool:
     return raw.strip().lower() in ("1", "true", "yes", "on")
+
+
+def parse_seed(raw: str) -> int:
+    """A ``--seed`` / ``SPEAKWIRE_SEED`` value: an integer from 0 to ``MAX_SEED``; ValueError says why not."""
+    try:
+        seed = int(raw.strip())
+    except ValueError:
+        raise ValueError(f"the seed must be an integer from 0 to {MAX_SEED}, got {raw!r}") from None
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"the seed must be an integer from 0 to {MAX_SEED}, got {seed}")
+    return seed
 
 
 @dataclass(slots=True)
@@ -59,6 +73,9 @@ class Settings:
     voice_aliases: dict[str, str] = field(default_factory=dict)
     preset_voice_aliases: bool = True
     """OpenAI voice names and Qwen3 preset speakers the engine lacks alias to its default voice."""
+    default_seed: int | None = None
+    """Seed of every request that sends none (a request's own ``seed`` wins): Piper then synthesizes without
+    noise and Qwen3 samples from this seed, so every reply is in the same voice; None = unseeded."""
     ws_idle_timeout_s: float = 30.0
     ws_config_timeout_s: float = 10.0
     allow_remote_ref_audio: bool = False
@@ -85,12 +102,15 @@ class Settings:
             "WS_IDLE_TIMEOUT": ("ws_idle_timeout_s", float), "MAX_BATCH": ("max_batch", int),
             "PUBLIC_METRICS": ("public_metrics", _flag), "MAX_BODY_BYTES": ("max_body_bytes", int),
             "CUDA_GRAPHS": ("cuda_graphs", _flag), "PRESET_VOICE_ALIASES": ("preset_voice_aliases", _flag),
-            "WYOMING_PORT": ("wyoming_port", int),
+            "WYOMING_PORT": ("wyoming_port", int), "SEED": ("default_seed", parse_seed),
         }  # fmt: skip
         for env_name, (attr, kind) in env_map.items():
             raw = environ.get(f"SPEAKWIRE_{env_name}")
             if raw is not None and raw != "":
-                setattr(settings, attr, kind(raw))
+                try:
+                    setattr(settings, attr, kind(raw))
+                except ValueError as exc:
+                    raise ValueError(f"SPEAKWIRE_{env_name}={raw!r}: {exc}") from None
         for key, value in overrides.items():
             if value is not None:
                 setattr(settings, key, value)

@@ -10,8 +10,11 @@ import sys
 import time
 
 import httpx
+import pytest
 import soundfile as sf
 
+from speakwire.cli.main import build_parser
+from speakwire.cli.serve import build_settings
 from support.live_server import LiveServer, free_port
 
 SPEAKWIRE = [sys.executable, "-m", "speakwire"]
@@ -94,3 +97,26 @@ def test_serve_exits_non_zero_with_one_clear_line_when_the_engine_cannot_load(tm
     assert done.returncode == 1
     last = done.stderr.decode().strip().splitlines()[-1]
     assert last.startswith("speakwire: the piper engine failed to load:") and "no-such-voice.onnx" in last
+
+
+def test_seed_flag_and_variable_set_the_server_default_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPEAKWIRE_SEED", raising=False)
+    assert build_settings(build_parser().parse_args(["serve"])).default_seed is None
+    assert build_settings(build_parser().parse_args(["serve", "--seed", "0"])).default_seed == 0
+    monkeypatch.setenv("SPEAKWIRE_SEED", "42")
+    assert build_settings(build_parser().parse_args(["serve"])).default_seed == 42
+    assert build_settings(build_parser().parse_args(["serve", "--seed", "7"])).default_seed == 7  # the flag wins
+    assert build_settings(build_parser().parse_args(["serve", "--sagemaker"])).default_seed == 42
+
+
+@pytest.mark.parametrize("value", ["-1", "1.5", "abc", str(2**32)])
+def test_a_negative_or_non_integer_seed_is_a_startup_error(
+    value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as flag:
+        build_parser().parse_args(["serve", f"--seed={value}"])
+    assert flag.value.code == 2
+    assert "argument --seed: the seed must be an integer from 0 to 4294967295" in capsys.readouterr().err
+    monkeypatch.setenv("SPEAKWIRE_SEED", value)
+    with pytest.raises(SystemExit, match=f"^speakwire serve: SPEAKWIRE_SEED='{value}': the seed must be an integer"):
+        build_settings(build_parser().parse_args(["serve"]))

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 
-from speakwire.settings import Settings
+from speakwire.settings import Settings, parse_seed
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--data-dir", help="Where saved voices live (default: per-user data dir).")
     p.add_argument("--max-voices", type=int, help="Saved-voice cap (default 1000, or SPEAKWIRE_MAX_VOICES).")
     p.add_argument("--allow-remote-ref-audio", action="store_true", help="Let ref_audio be an http(s) URL.")
+    p.add_argument("--seed", type=_seed, metavar="N",
+                   help="Seed of every request that sends none, so every reply is in the same voice (0 to 2**32-1; "
+                   "a request's own seed wins; default: unseeded).")  # fmt: skip
     p.add_argument(
         "--model-alias",
         action="append",
@@ -70,6 +73,13 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _seed(raw: str) -> int:
+    try:
+        return parse_seed(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _aliases(pairs: list[str], flag: str) -> dict[str, str]:
     aliases = {}
     for pair in pairs:
@@ -81,6 +91,13 @@ def _aliases(pairs: list[str], flag: str) -> dict[str, str]:
 
 
 def build_settings(args: argparse.Namespace) -> Settings:
+    try:
+        return _settings(args)
+    except ValueError as exc:  # a SPEAKWIRE_* variable that does not parse: say which, without a traceback
+        raise SystemExit(f"speakwire serve: {exc}") from None
+
+
+def _settings(args: argparse.Namespace) -> Settings:
     if args.sagemaker:
         from speakwire.server.sagemaker.config import sagemaker_settings
 
@@ -96,6 +113,7 @@ def build_settings(args: argparse.Namespace) -> Settings:
         model_aliases=_aliases(args.model_alias, "--model-alias") or None,
         voice_aliases=_aliases(args.voice_alias, "--voice-alias") or None,
         preset_voice_aliases=False if args.no_preset_voice_aliases else None, wyoming_port=args.wyoming_port,
+        default_seed=args.seed,
     )  # fmt: skip
     if args.voice and settings.engine != "piper":
         raise SystemExit("--voice is a Piper voice file; use --model with --engine qwen3")

@@ -8,6 +8,9 @@ request here — its stored clone prompt (or audio), transcript and mode, task
 ``Base`` — so HTTP, WebSocket and SageMaker clients use saved voices by name alike.
 Built-in speakers keep their names: a saved voice is only looked up for a name the
 engine does not have, and it wins over the OpenAI voice aliases.
+
+A request without a ``seed`` gets the server's ``--seed`` (``Settings.default_seed``) here, so
+every protocol's replies are in the same voice; a request's own seed still wins.
 """
 
 from __future__ import annotations
@@ -124,7 +127,7 @@ async def resolve_speech(state: ServerState, engine: Engine, options: SpeechOpti
         task_type=options.task_type or ("Base" if saved else None),
         ref_text=saved.ref_text if saved else options.ref_text,
         x_vector_only_mode=saved.x_vector_only_mode if saved else bool(options.x_vector_only_mode),
-        seed=options.seed,
+        seed=state.settings.default_seed if options.seed is None else options.seed,
         max_new_tokens=options.max_new_tokens,
     )
     if options.initial_codec_chunk_frames is not None:

@@ -80,7 +80,7 @@ def sagemaker_settings(args: argparse.Namespace, environ: Mapping[str, str] | No
         host=args.host, port=args.port, engine=args.engine, model=args.model or args.voice, device=args.device,
         dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization, api_key=args.api_key,
         workers=args.workers, max_streams=args.max_streams, max_batch=args.max_batch,
-        cuda_graphs=args.cuda_graphs or None, log_level=args.log_level,
+        cuda_graphs=args.cuda_graphs or None, log_level=args.log_level, default_seed=args.seed,
     )  # fmt: skip
     for reason in resolution.reasons:
         logger.info("sagemaker: %s", reason)
