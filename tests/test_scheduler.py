@@ -1,4 +1,4 @@
-"""The scheduler's worker pool: deadline order, and one worker kept free for urgent work."""
+"""The scheduler's worker pool: deadline order, and a reserve worker for urgent work."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from speakwire.scheduler import Scheduler
 
 WAIT_S = 10.0
 """Generous: only a broken scheduler waits this long (these tests assert order, not speed)."""
+FAR = 60.0
+"""A refill for a listener with a minute of audio buffered: bulk work."""
 
 
 @pytest.fixture
@@ -21,50 +23,73 @@ def two_workers() -> Iterator[Scheduler]:
     scheduler.close()
 
 
-def blocking_job(started: threading.Event, release: threading.Event, log: list[str], name: str) -> Callable[[], None]:
+def blocking_job(started: threading.Event, release: threading.Event) -> Callable[[], None]:
     def run() -> None:
-        log.append(name)
         started.set()
         release.wait(WAIT_S)
 
     return run
 
 
-def test_bulk_work_leaves_one_worker_free_for_an_urgent_job(two_workers: Scheduler) -> None:
-    log: list[str] = []
-    release = threading.Event()
-    bulk_started = [threading.Event(), threading.Event()]
-    far = time.monotonic() + 60  # refills for listeners with a minute of audio buffered
-    for i, started in enumerate(bulk_started):
-        two_workers.submit(blocking_job(started, release, log, f"bulk-{i}"), deadline=far)
-    assert bulk_started[0].wait(WAIT_S)
-    assert not bulk_started[1].wait(0.3)  # the second bulk job waits although a worker is idle
+def submit_blocking(scheduler: Scheduler, release: threading.Event, *, due_in_s: float = 0.0) -> threading.Event:
+    started = threading.Event()
+    scheduler.submit(blocking_job(started, release), deadline=time.monotonic() + due_in_s)
+    return started
 
-    urgent_started = threading.Event()
-    two_workers.submit(blocking_job(urgent_started, release, log, "urgent"))
-    assert urgent_started.wait(WAIT_S)  # ...which a new stream's first segment takes at once
-    assert log == ["bulk-0", "urgent"]
+
+def test_bulk_work_takes_every_worker(two_workers: Scheduler) -> None:
+    release = threading.Event()
+    started = [submit_blocking(two_workers, release, due_in_s=FAR) for _ in range(2)]
+    assert all(event.wait(WAIT_S) for event in started)  # nothing is held back while a worker is free
     release.set()
-    assert bulk_started[1].wait(WAIT_S)  # and the bulk job runs once the workers are free again
 
 
-def test_bulk_work_takes_any_worker_once_it_is_due(two_workers: Scheduler) -> None:
+def test_an_urgent_job_starts_at_once_while_every_worker_is_on_bulk_work(two_workers: Scheduler) -> None:
     release = threading.Event()
-    started = [threading.Event(), threading.Event()]
-    soon = time.monotonic() + 0.6  # due in 0.6 s: urgent within 0.1 s
-    for i, event in enumerate(started):
-        two_workers.submit(blocking_job(event, release, [], f"bulk-{i}"), deadline=soon)
-    assert started[0].wait(WAIT_S)
-    assert started[1].wait(WAIT_S)  # both run at once: nothing is held back past its deadline
+    bulk = [submit_blocking(two_workers, release, due_in_s=FAR) for _ in range(2)]
+    assert all(event.wait(WAIT_S) for event in bulk)
+    urgent = submit_blocking(two_workers, release)  # a new stream's first segment
+    assert urgent.wait(WAIT_S)
+    release.set()
+
+
+def test_the_reserve_takes_no_bulk_work(two_workers: Scheduler) -> None:
+    release = threading.Event()
+    bulk = [submit_blocking(two_workers, release, due_in_s=FAR) for _ in range(2)]
+    assert all(event.wait(WAIT_S) for event in bulk)
+    third = submit_blocking(two_workers, release, due_in_s=FAR)
+    assert not third.wait(0.3)
+    release.set()
+    assert third.wait(WAIT_S)
+
+
+def test_the_reserve_stays_out_while_a_worker_runs_urgent_work(two_workers: Scheduler) -> None:
+    # In an overload every worker runs urgent work; more threads than workers would only share the cores.
+    release = threading.Event()
+    urgent = submit_blocking(two_workers, release)
+    bulk = submit_blocking(two_workers, release, due_in_s=FAR)
+    assert urgent.wait(WAIT_S) and bulk.wait(WAIT_S)
+    waiting = submit_blocking(two_workers, release)
+    assert not waiting.wait(0.3)
+    release.set()
+    assert waiting.wait(WAIT_S)
+
+
+def test_bulk_work_that_turns_urgent_gets_the_reserve(two_workers: Scheduler) -> None:
+    release = threading.Event()
+    bulk = [submit_blocking(two_workers, release, due_in_s=FAR) for _ in range(2)]
+    assert all(event.wait(WAIT_S) for event in bulk)
+    soon = submit_blocking(two_workers, release, due_in_s=1.2)  # bulk now, urgent within 0.2 s
+    assert soon.wait(WAIT_S)
     release.set()
 
 
 def test_the_earliest_deadline_runs_first() -> None:
-    scheduler = Scheduler(1, name="test-scheduler", urgent_within_s=None)
+    scheduler = Scheduler(1, name="test-scheduler", reserve=False)
     try:
         log: list[str] = []
         release, started = threading.Event(), threading.Event()
-        scheduler.submit(blocking_job(started, release, log, "running"))
+        scheduler.submit(blocking_job(started, release))
         assert started.wait(WAIT_S)
         done = threading.Event()
         now = time.monotonic()
@@ -73,16 +98,6 @@ def test_the_earliest_deadline_runs_first() -> None:
         scheduler.submit(lambda: (log.append("last"), done.set()), deadline=now + 9)
         release.set()
         assert done.wait(WAIT_S)
-        assert log == ["running", "soon", "late", "last"]
-    finally:
-        scheduler.close()
-
-
-def test_a_single_worker_is_never_held_back() -> None:
-    scheduler = Scheduler(1, name="test-scheduler")
-    try:
-        done = threading.Event()
-        scheduler.submit(done.set, deadline=time.monotonic() + 60)
-        assert done.wait(WAIT_S)
+        assert log == ["soon", "late", "last"]
     finally:
         scheduler.close()

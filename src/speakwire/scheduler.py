@@ -8,13 +8,15 @@ it costs. Streams far ahead of playback therefore wait behind streams that are a
 underrun, and a new stream's first segment waits only for streams that would otherwise
 run dry.
 
-One worker is kept for urgent work: a job whose deadline is more than ``URGENT_WITHIN_S``
-away (a refill for a listener with seconds of audio buffered) is *bulk*, and at most
-``workers - 1`` workers run bulk at once. Engine calls cannot be interrupted (a whole
-sentence holds its worker for up to half a second), so without the reservation a new
-stream's first segment waited behind two of them: that wait was most of the p95 time to
-first audio under load. Bulk loses nothing it needs: it becomes urgent, and may use any
-worker, once its deadline is near.
+A reserve worker takes urgent work when every worker is on bulk. A job whose deadline is
+more than ``URGENT_WITHIN_S`` away (a refill for a listener with seconds buffered) is
+*bulk*. Engine calls cannot be interrupted (a whole sentence holds its worker for up to
+half a second), so a new stream's first segment used to wait behind two of them: that
+wait was most of the p95 time to first audio under load. The reserve starts it at once
+and the operating system shares the cores for that moment (bulk has the buffer to
+spare). It never takes bulk work, and never helps while a worker runs urgent work, so an
+overload does not put more threads than workers on the cores. Holding bulk back to keep a
+worker free instead halved the throughput of two streams on two cores.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 logger = logging.getLogger(__name__)
 
 URGENT_WITHIN_S = 1.0
-"""Jobs due to start within this many seconds may take any worker; later ones (bulk) leave one free."""
+"""Jobs due to start within this many seconds are urgent; later ones are bulk (the reserve does not take them)."""
 
 
 @dataclass(order=True, slots=True)
@@ -43,7 +45,7 @@ class Job:
     submitted_at: float = field(compare=False, default=0.0)
     cancelled: bool = field(compare=False, default=False)
     bulk: bool = field(compare=False, default=False)
-    """Taken by a worker while its deadline was more than ``URGENT_WITHIN_S`` away."""
+    """Taken by a (non-reserve) worker while its deadline was more than ``URGENT_WITHIN_S`` away."""
 
     def cancel(self) -> None:
         """Skip the job if no worker has started it yet (a running job stops via its own cancel flag)."""
@@ -53,30 +55,32 @@ class Job:
 class Scheduler:
     """A fixed pool of worker threads serving a deadline-ordered queue."""
 
-    def __init__(
-        self, workers: int, *, name: str = "speakwire-engine", urgent_within_s: float | None = URGENT_WITHIN_S
-    ) -> None:
-        """``urgent_within_s``: deadlines further away than this are bulk (None: no worker kept for urgent work)."""
+    def __init__(self, workers: int, *, name: str = "speakwire-engine", reserve: bool = True) -> None:
+        """``reserve``: add the worker for urgent work (off for engines whose jobs last a whole utterance)."""
         self._heap: list[Job] = []
         self._cond = threading.Condition()
         self._seq = itertools.count()
         self._closed = False
         self._busy = 0
         self._bulk = 0
-        self._urgent_within_s = urgent_within_s
-        self._bulk_limit = max(1, workers - 1)
+        """Jobs running on the (non-reserve) workers that were bulk when taken."""
+        self._workers = max(1, workers)
         self._job_s = 0.0
         """Moving average of how long one job holds a worker (a segment, or its slice until it yields)."""
         self.queue_wait_observer: Callable[[float], None] | None = None
         self._threads = [
-            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(max(1, workers))
+            threading.Thread(target=self._work, args=(False,), name=f"{name}-{i}", daemon=True)
+            for i in range(self._workers)
         ]
+        if reserve:
+            self._threads.append(threading.Thread(target=self._work, args=(True,), name=f"{name}-reserve", daemon=True))
         for thread in self._threads:
             thread.start()
 
     @property
     def workers(self) -> int:
-        return len(self._threads)
+        """Workers that take any job (the reserve not counted)."""
+        return self._workers
 
     @property
     def queued(self) -> int:
@@ -94,7 +98,7 @@ class Scheduler:
         """Estimated seconds until the workers are through the queued jobs due before ``deadline``."""
         with self._cond:
             jobs = sum(1 for job in self._heap if not job.cancelled and job.deadline < deadline)
-            return jobs * self._job_s / len(self._threads)
+            return jobs * self._job_s / self._workers
 
     @property
     def busy(self) -> int:
@@ -109,7 +113,7 @@ class Scheduler:
             if self._closed:
                 raise RuntimeError("scheduler is closed")
             heapq.heappush(self._heap, job)
-            self._cond.notify()
+            self._cond.notify_all()  # an idle worker takes it; the reserve looks too (and declines if one is idle)
         return job
 
     def close(self, timeout: float = 5.0) -> None:
@@ -123,38 +127,33 @@ class Scheduler:
         for thread in self._threads:
             thread.join(timeout)
 
-    def _next_job(self) -> Job | None:
+    def _next_job(self, reserve: bool) -> Job | None:
         with self._cond:
             while True:
                 while self._heap and self._heap[0].cancelled:
                     heapq.heappop(self._heap)
+                if self._closed and not self._heap:
+                    return None
                 if self._heap:
                     head = self._heap[0]
-                    wait_s = self._bulk_wait_s(head)
-                    if wait_s is None:
+                    until_urgent = head.deadline - URGENT_WITHIN_S - time.monotonic()
+                    if not reserve:
+                        head.bulk = until_urgent > 0
+                        self._bulk += head.bulk
                         self._busy += 1
+                        if self._bulk == self._workers:
+                            self._cond.notify_all()  # the reserve now watches the queue for work turning urgent
                         return heapq.heappop(self._heap)
-                    self._cond.wait(wait_s)  # until it is urgent, a bulk job ends, or more urgent work arrives
-                    continue
-                if self._closed:
-                    return None
+                    if self._bulk == self._workers:  # every worker is on bulk work
+                        if until_urgent <= 0:
+                            self._busy += 1
+                            return heapq.heappop(self._heap)
+                        self._cond.wait(until_urgent)
+                        continue
                 self._cond.wait()
 
-    def _bulk_wait_s(self, head: Job) -> float | None:
-        """None if a worker may take ``head`` now (marking it bulk if it is); else seconds until it is urgent."""
-        if self._urgent_within_s is None:
-            return None
-        until_urgent = head.deadline - self._urgent_within_s - time.monotonic()
-        if until_urgent <= 0:
-            return None
-        if self._bulk < self._bulk_limit:
-            head.bulk = True
-            self._bulk += 1
-            return None
-        return until_urgent
-
-    def _work(self) -> None:
-        while (job := self._next_job()) is not None:
+    def _work(self, reserve: bool) -> None:
+        while (job := self._next_job(reserve)) is not None:
             started = time.monotonic()
             try:
                 if self.queue_wait_observer is not None:
@@ -165,8 +164,6 @@ class Scheduler:
             finally:
                 with self._cond:
                     self._busy -= 1
-                    if job.bulk:
-                        self._bulk -= 1
-                        self._cond.notify()  # a worker held back by the bulk limit may take the next one
+                    self._bulk -= job.bulk
                     held = time.monotonic() - started
                     self._job_s = held if self._job_s == 0 else 0.8 * self._job_s + 0.2 * held

@@ -61,7 +61,9 @@ class ServerState:
                 engine = await asyncio.to_thread(load_engine, self.settings)
                 self._owns_engine = True
             self.engine = engine
-            scheduler = Scheduler(default_worker_count(self.settings, engine.info))
+            # A batched engine's job holds its worker for a whole utterance: no reserve for those.
+            workers = default_worker_count(self.settings, engine.info)
+            scheduler = Scheduler(workers, reserve=not engine.info.streams_text)
             self.metrics = SpeechMetrics(engine.info.name)
             self.metrics.watch_engine(engine)
             scheduler.queue_wait_observer = self.metrics.queue_wait.labels(engine=engine.info.name).observe
