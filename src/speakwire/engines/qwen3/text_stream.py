@@ -5,7 +5,10 @@ while it speaks, so sentences flow with one voice and no restarts. A row's conte
 and a runaway budget caps it, so a long text (a 10,000-character HTTP input, or an LLM talking for
 minutes) rolls over to a new row at the first sentence end past ``ROLLOVER_CHARS`` characters: the
 row is given its text's end there and finishes speaking it, and the next row, with the same voice
-prompt, takes the rest. The next row starts when the previous one ends.
+prompt, takes the rest. The next row opens once the previous one has read all its text: the talker
+reads a few words ahead of its speech, so the new row's prefill and first frames are made while the
+old one speaks its last words, and no gap opens between them (opened at the old row's end, every
+rollover left a prefill and a step of silence, about every 35 s of speech).
 
 ``chunks`` yields ``(audio, characters read)``: the characters of the utterance's text that the talker
 had read when it made the chunk's last frame (the talker reads text ahead of the speech it makes).
@@ -145,6 +148,15 @@ class Qwen3TextStream:
         if piece.closed:
             piece.row.finish()
 
+    def _open_next(self, piece: _Piece) -> None:
+        """Open the row after ``piece`` now, if its text has begun, so it is ready when ``piece`` ends."""
+        with self._lock:
+            index = self._pieces.index(piece) + 1
+            if index < len(self._pieces) and not self._request.cancelled.is_set():
+                following = self._pieces[index]
+                if following.row is None and following.text.strip():
+                    self._open(following)
+
     def _next_piece(self, index: int) -> _Piece | None:
         """The piece ``index``, its row opened; waits while the text may still bring it; None when it never will."""
         while not self._request.cancelled.is_set():
@@ -172,6 +184,7 @@ class Qwen3TextStream:
         want = next(sizes)
         pending: list[Any] = []
         text_read = piece.start
+        next_opened = False
         end: RowEnd | None = None
         try:
             while end is None:
@@ -188,6 +201,9 @@ class Qwen3TextStream:
                 else:
                     pending.append(event.codes)
                     text_read = piece.start + event.text_read
+                    if not next_opened and piece.closed and event.text_read >= len(piece.text.rstrip()):
+                        next_opened = True  # only its last words are left to speak
+                        self._open_next(piece)
                 while pending and (len(pending) >= want or end is not None):
                     take, pending = pending[:want], pending[want:]
                     audio = engine.decoding.decode(decoder, torch.stack(take))
