@@ -35,6 +35,11 @@ def test_a_first_segment_may_wait_only_its_slack() -> None:
     assert first_segment_key(NOW, costs) == pytest.approx(NOW + FIRST_AUDIO_SLACK_S - 0.1)
 
 
+def test_a_first_segment_on_a_slow_machine_is_due_when_its_text_is_complete() -> None:
+    # Its first chunk costs more than the slack: it must not look late (and refuse new streams) at once.
+    assert first_segment_key(NOW, WorkCosts(first_chunk_s=0.8)) == NOW
+
+
 def test_a_refill_starts_its_cost_and_a_margin_before_the_buffer_runs_out() -> None:
     assert refill_key(NOW + 2.0, 0.4) == pytest.approx(NOW + 2.0 - 0.4 - DELIVERY_MARGIN_S)
 

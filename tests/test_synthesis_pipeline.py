@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import numpy as np
 
@@ -72,5 +74,44 @@ async def test_cancel_ends_the_events_and_frees_the_worker(piper_engine: PiperEn
                 break
             await asyncio.sleep(0.05)
         assert scheduler.busy == 0 and scheduler.queued == 0
+    finally:
+        scheduler.close()
+
+
+async def test_text_after_a_pause_is_first_audio_again_and_does_not_refuse_new_streams(
+    piper_engine: PiperEngine,
+) -> None:
+    # A client that pauses (an LLM thinking) lets its listener hear everything; the next text must not be
+    # ordered as a refill already seconds late, which overtook every real refill and made admission refuse.
+    scheduler = Scheduler(1)
+    try:
+        pipeline = SynthesisPipeline(piper_engine, scheduler)
+        utterance = pipeline.utterance(SynthesisRequest(seed=1), output_rate=24000)
+        utterance.feed("Hello there, my friend")  # "Hello there, " is a segment; "my friend" waits for more
+        events = utterance.events()
+        audio_s = 0.0
+        async with asyncio.timeout(30):
+            while not isinstance(event := await anext(events), SegmentFinished):
+                if isinstance(event, AudioReady):
+                    audio_s += len(event.samples) / 24000
+        await asyncio.sleep(audio_s + 0.5)  # the listener has played it all; the client is still thinking
+        blocker_started = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        hold = threading.Event()
+        scheduler.submit(lambda: (loop.call_soon_threadsafe(blocker_started.set), hold.wait(10)))
+        await blocker_started.wait()  # the only worker is busy, so the next segment waits in the queue
+        fed_at = time.monotonic()
+        # Completes a second segment (at least 40 characters, and the next word known).
+        utterance.feed(". Here is the rest of the answer, and it goes on for a while. And")
+        assert scheduler.earliest_deadline() is not None
+        assert scheduler.earliest_deadline() >= fed_at  # first audio again, not seconds late
+        other = pipeline.utterance(SynthesisRequest(seed=1), output_rate=24000)  # admission still says yes
+        other.close()
+        hold.set()
+        utterance.finish()
+        async with asyncio.timeout(30):
+            async for _ in events:
+                pass
+        utterance.close()
     finally:
         scheduler.close()

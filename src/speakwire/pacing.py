@@ -51,8 +51,12 @@ class WorkCosts:
 
 
 def first_segment_key(text_complete_at: float, costs: WorkCosts) -> float:
-    """Latest start of a stream's first segment whose text was complete at ``text_complete_at``."""
-    return text_complete_at + FIRST_AUDIO_SLACK_S - costs.first_chunk_s
+    """Latest start of a stream's first segment whose text was complete at ``text_complete_at``.
+
+    Never before that instant: on a machine whose first chunk costs more than the slack, the work would
+    otherwise look late the moment it exists, and admission would refuse every new stream.
+    """
+    return text_complete_at + max(0.0, FIRST_AUDIO_SLACK_S - costs.first_chunk_s)
 
 
 def refill_key(playback_end: float, next_chunk_s: float) -> float:

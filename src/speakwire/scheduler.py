@@ -72,8 +72,10 @@ class Scheduler:
             threading.Thread(target=self._work, args=(False,), name=f"{name}-{i}", daemon=True)
             for i in range(self._workers)
         ]
+        self._reserve: threading.Thread | None = None
         if reserve:
-            self._threads.append(threading.Thread(target=self._work, args=(True,), name=f"{name}-reserve", daemon=True))
+            self._reserve = threading.Thread(target=self._work, args=(True,), name=f"{name}-reserve", daemon=True)
+            self._threads.append(self._reserve)
         for thread in self._threads:
             thread.start()
 
@@ -81,6 +83,10 @@ class Scheduler:
     def workers(self) -> int:
         """Workers that take any job (the reserve not counted)."""
         return self._workers
+
+    def on_reserve(self) -> bool:
+        """True on the reserve worker's thread (a job there should hand bulk work back to the workers)."""
+        return self._reserve is not None and threading.current_thread() is self._reserve
 
     @property
     def queued(self) -> int:
@@ -102,6 +108,7 @@ class Scheduler:
 
     @property
     def busy(self) -> int:
+        """Threads running a job, the reserve included (so it may be ``workers + 1``)."""
         with self._cond:
             return self._busy
 
@@ -124,8 +131,9 @@ class Scheduler:
                 job.cancelled = True
             self._heap.clear()
             self._cond.notify_all()
+        deadline = time.monotonic() + timeout  # one bound for all of them, not one per thread
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def _next_job(self, reserve: bool) -> Job | None:
         with self._cond:

@@ -39,7 +39,7 @@ def _format_for(output: str, explicit: str | None) -> str:
 async def synthesize_to_bytes(settings: Settings, text: str, fmt: str, speed: float, voice: str | None,
                               sample_rate: int | None) -> bytes:  # fmt: skip
     engine = await asyncio.to_thread(load_engine, settings)
-    scheduler = Scheduler(default_worker_count(settings, engine.info))
+    scheduler = Scheduler(default_worker_count(settings, engine.info), reserve=not engine.info.streams_text)
     try:
         pipeline = SynthesisPipeline(engine, scheduler)
         request = engine.validate(SynthesisRequest(voice=voice, speed=speed))

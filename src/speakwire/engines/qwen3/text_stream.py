@@ -104,18 +104,23 @@ class Qwen3TextStream:
 
     def chunks(self) -> Iterator[tuple[AudioChunk, int]]:
         """Audio as the rows' frames arrive; ends at the last row's end, or at a cancel (then without raising)."""
-        for index in itertools.count():
-            piece = self._next_piece(index)
-            if piece is None:
-                return
-            end = yield from self._row_chunks(piece)
-            if end is None or end.reason == "cancelled":
-                return
-            if end.reason == "error":
-                raise EngineError(f"Qwen3-TTS generation failed: {end.error}") from end.error
-            if end.reason == "capped":
-                assert piece.row is not None
-                self._engine._report_cap(self._request, piece.row.max_frames, piece.text)
+        try:
+            for index in itertools.count():
+                piece = self._next_piece(index)
+                if piece is None:
+                    return
+                end = yield from self._row_chunks(piece)
+                if end is None or end.reason == "cancelled":
+                    return
+                if end.reason == "error":
+                    raise EngineError(f"Qwen3-TTS generation failed: {end.error}") from end.error
+                if end.reason == "capped":
+                    assert piece.row is not None
+                    self._engine._report_cap(self._request, piece.row.max_frames, piece.text)
+        finally:
+            # However this ends (a barge-in between rows, an error, the consumer gone), no row opened ahead
+            # may keep its slot: a row waiting for text that never comes would hold it for good.
+            self.cancel()
 
     # ----- rows --------------------------------------------------------------------------------
 
