@@ -38,8 +38,6 @@ import os
 import platform
 import random
 import re
-import socket
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -50,6 +48,7 @@ import httpx
 
 from speakwire.bench.playback import simulate
 from speakwire.bench.results import percentile
+from speakwire.bench.servers import ServerProcess, free_port
 from speakwire.client.stream import SpeechStreamClient
 from speakwire.client.transport import TransportClosed
 
@@ -418,22 +417,6 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_ready(base: str, timeout_s: float = 180) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                return
-        time.sleep(0.2)
-    raise RuntimeError("server did not become ready")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=Path("bench/results/open-loop"))
@@ -451,22 +434,21 @@ def main() -> None:
     args = parser.parse_args()
     args.levels = [int(x) for x in str(args.levels).split(",") if x.strip()]  # "" = the burst only
     load_start = [round(x, 2) for x in os.getloadavg()]
-    server: subprocess.Popen[bytes] | None = None
+    server: ServerProcess | None = None
     if args.url:
         base = args.url.rstrip("/")
     else:
-        port = _free_port()
-        argv = [sys.executable, "-m", "speakwire", "serve", "--port", str(port), "--log-level", "warning",
-                *args.server_arg]  # fmt: skip
-        server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port = free_port()
         base = f"http://127.0.0.1:{port}"
-        _wait_ready(base)
+        argv = [sys.executable, "-m", "speakwire", "serve", "--host", "127.0.0.1", "--port", str(port),
+                "--log-level", "warning", *args.server_arg]  # fmt: skip
+        server = ServerProcess("speakwire", argv, ready_url=f"{base}/ready", log_dir=args.out)
+        server.start()
     try:
         result = asyncio.run(run(base, args))
     finally:
         if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
+            server.stop()
     result["machine"] = {
         "platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
         "load_average_start": load_start, "load_average_end": [round(x, 2) for x in os.getloadavg()],

@@ -28,16 +28,11 @@ sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Pa
 
 import httpx  # noqa: E402
 
+from speakwire.bench.servers import free_port  # noqa: E402
 from speakwire.engines.piper import embedded_voice_paths  # noqa: E402
 
 BIN = Path(sys.executable).parent
 PACKAGES = ("speakwire", "wyoming", "wyoming-piper", "wyoming-bench", "piper-tts", "onnxruntime")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for_describe(port: int, timeout_s: float = 120) -> None:
