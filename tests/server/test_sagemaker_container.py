@@ -150,10 +150,48 @@ def test_environment_configuration_follows_the_vllm_omni_container(tmp_path: Pat
     assert "embedded" in embedded.reasons[0]
 
 
+def test_the_served_model_answers_to_the_names_sagemaker_clients_send(tmp_path: Path) -> None:
+    # The JumpStart cloning call names "/opt/ml/model"; `deploy --model-id` sets SM_VLLM_MODEL to a hub id.
+    hub_id = "Qwen/Qwen3-TTS-12Hz-0.6B-Base"
+    from_env = resolve_sagemaker_settings({"SM_VLLM_MODEL": hub_id}, model_dir=tmp_path)
+    assert from_env.settings.model == hub_id and set(from_env.settings.model_aliases) == {"/opt/ml/model"}
+    assert any("also answers to /opt/ml/model" in reason for reason in from_env.reasons)
+
+    flagged = resolve_sagemaker_settings({"SM_VLLM_MODEL": hub_id}, model_dir=tmp_path, model="/checkpoints/mine",
+                                         model_aliases={"house": "x"})  # fmt: skip
+    assert flagged.settings.model == "/checkpoints/mine"
+    assert set(flagged.settings.model_aliases) == {"/opt/ml/model", hub_id, "house"}
+
+    (tmp_path / "config.json").write_text("{}")
+    mounted = resolve_sagemaker_settings({}, model_dir=tmp_path)
+    assert mounted.settings.model == str(tmp_path) and set(mounted.settings.model_aliases) == {"/opt/ml/model"}
+
+    embedded = resolve_sagemaker_settings({}, model_dir=tmp_path / "missing")
+    assert set(embedded.settings.model_aliases) == {"/opt/ml/model"}
+    assert Settings.from_env({}).model_aliases == {}  # outside SageMaker mode nothing changes
+
+
+def test_a_sagemaker_mode_server_speaks_for_opt_ml_model(piper_engine: PiperEngine, server: LiveServer,
+                                                        tmp_path: Path) -> None:  # fmt: skip
+    body = {"model": "/opt/ml/model", "input": "Named as JumpStart names it.", "response_format": "wav"}
+    settings = resolve_sagemaker_settings({}, model_dir=tmp_path / "missing").settings
+    live = start_server(settings, engine=piper_engine)
+    try:
+        response = invoke(live, body, "route=/v1/audio/speech")
+        assert response.status_code == 200 and response.content[:4] == b"RIFF"
+        listed = [m["id"] for m in invoke(live, {}, "route=/v1/models").json()["data"]]
+        assert "/opt/ml/model" in listed and len(listed) == len(set(listed))
+    finally:
+        live.stop()
+    outside = invoke(server, body, "route=/v1/audio/speech")  # a server not in SageMaker mode
+    assert outside.status_code == 404 and "/opt/ml/model" in outside.json()["error"]["message"]
+
+
 def test_serve_sagemaker_mode_listens_and_pings() -> None:
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "speakwire", "serve", "--sagemaker", "--host", "127.0.0.1",
-                                "--port", str(port), "--log-level", "info"], stderr=subprocess.PIPE)  # fmt: skip
+                                "--port", str(port), "--log-level", "info", "--model-alias", "house=joe"],
+                               stderr=subprocess.PIPE)  # fmt: skip
     try:
         deadline, status = time.monotonic() + 60, None
         while time.monotonic() < deadline and status != 200:
@@ -162,12 +200,15 @@ def test_serve_sagemaker_mode_listens_and_pings() -> None:
             except httpx.HTTPError:
                 time.sleep(0.1)
         assert status == 200
-        body = {"input": "Container mode.", "response_format": "wav"}
-        assert httpx.post(f"http://127.0.0.1:{port}/invocations", json=body, timeout=30).content[:4] == b"RIFF"
+        for model in (None, "/opt/ml/model", "house"):  # a flag's alias counts in SageMaker mode too
+            body = {"input": "Container mode.", "response_format": "wav", "model": model}
+            assert httpx.post(f"http://127.0.0.1:{port}/invocations", json=body, timeout=30).content[:4] == b"RIFF"
     finally:
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=20)
     assert b"sagemaker: engine piper with the embedded voice" in stderr
+    ready_line = next(line for line in stderr.decode().splitlines() if "ready: engine piper" in line)
+    assert "/opt/ml/model" in ready_line and "house" in ready_line
 
 
 def test_seed_payload_shape_reaches_the_engine_check(server: LiveServer) -> None:

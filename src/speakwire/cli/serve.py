@@ -7,6 +7,7 @@ import ipaddress
 import logging
 import os
 import sys
+from typing import Any
 
 from speakwire.settings import Settings, parse_seed
 
@@ -98,12 +99,20 @@ def build_settings(args: argparse.Namespace) -> Settings:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    overrides = _flag_overrides(args)
     if args.sagemaker:
         from speakwire.server.sagemaker.config import sagemaker_settings
 
-        settings: Settings = sagemaker_settings(args)
-        return settings
-    settings = Settings.from_env(
+        return sagemaker_settings(overrides)
+    settings = Settings.from_env(**overrides)
+    if args.voice and settings.engine != "piper":
+        raise SystemExit("--voice is a Piper voice file; use --model with --engine qwen3")
+    return settings
+
+
+def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the flags give (None: not given), the same in SageMaker mode and out of it."""
+    return dict(
         host=args.host, port=args.port, engine=args.engine, model=args.model or args.voice, device=args.device,
         dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization, api_key=args.api_key,
         insecure=args.insecure or None, public_metrics=args.public_metrics or None, workers=args.workers,
@@ -115,9 +124,6 @@ def _settings(args: argparse.Namespace) -> Settings:
         preset_voice_aliases=False if args.no_preset_voice_aliases else None, wyoming_port=args.wyoming_port,
         default_seed=args.seed,
     )  # fmt: skip
-    if args.voice and settings.engine != "piper":
-        raise SystemExit("--voice is a Piper voice file; use --model with --engine qwen3")
-    return settings
 
 
 def run(args: argparse.Namespace) -> int:

@@ -46,7 +46,7 @@ async def models(request: Request) -> dict[str, object]:
     state = _state(request)
     engine, _, _ = state.require_ready()
     created = int(time.time())
-    ids = [*state.served_models(engine.info), *state.model_aliases()]
+    ids = dict.fromkeys([*state.served_models(engine.info), *state.model_aliases()])
     data = [{"id": mid, "object": "model", "created": created, "owned_by": "speakwire"} for mid in ids]
     return {"object": "list", "data": data}
 

@@ -89,9 +89,11 @@ class ServerState:
                 await hook()
             self.ready = True
             logger.info(
-                "ready: engine %s, model %s, %d worker(s), %d stream(s) at once (%s%s), %d Hz native; "
-                "warm-up %.2f s",
-                engine.info.name, engine.info.model, scheduler.workers, max_streams, self.capacity.source,
+                "ready: engine %s, model %s (also answers to %s), %d worker(s), %d stream(s) at once (%s%s), "
+                "%d Hz native; warm-up %.2f s",
+                engine.info.name, engine.info.model,
+                ", ".join(name for name in [*self.served_models(engine.info)[1:], *self.model_aliases()]),
+                scheduler.workers, max_streams, self.capacity.source,
                 "" if measured is None else f", {measured[0]:.1f}x real time with every worker busy",
                 engine.info.sample_rate, warm_up_s,
             )  # fmt: skip

@@ -5,15 +5,19 @@ when it holds a model (a Qwen3 checkpoint → qwen3; a Piper ``.onnx`` voice →
 ``HF_MODEL_ID``, else the embedded Piper voice. ``SM_VLLM_GPU_MEMORY_UTILIZATION`` sets the
 GPU memory budget. ``SPEAKWIRE_*`` variables and explicit flags apply on top. Every choice is
 logged with its reason, so a CloudWatch reader knows what was served and why.
+
+Whatever its source, the served model also answers to ``/opt/ml/model`` and to the ``SM_VLLM_MODEL``
+value: the JumpStart voice-cloning write-up (and ``speakwire sagemaker invoke``) send
+``"model": "/opt/ml/model"``, the name the JumpStart container gives the artifacts mounted there.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from speakwire.settings import Settings
 
@@ -67,21 +71,32 @@ def resolve_sagemaker_settings(
     for key, value in overrides.items():
         if value is not None:
             setattr(settings, key, value)
-            reasons.append(f"{key}={value} (command line)")
+            shown = "(set)" if key == "api_key" else value
+            reasons.append(f"{key}={shown} (command line)")
+    aliases = [name for name in sagemaker_model_aliases(environ) if name != settings.model]
+    if aliases:
+        settings.model_aliases = {**dict.fromkeys(aliases, ""), **settings.model_aliases}
+        reasons.append(f"the served model also answers to {', '.join(aliases)} (the names SageMaker clients send)")
     return Resolution(settings, reasons)
 
 
-def sagemaker_settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
-    """Settings for ``speakwire serve --sagemaker``; flags still override (tests pick their own port)."""
+def sagemaker_model_aliases(environ: Mapping[str, str]) -> list[str]:
+    """The names an endpoint's served model answers to besides its own: ``/opt/ml/model`` (where
+    SageMaker mounts model artifacts, and the ``model`` the JumpStart cloning call sends) and the
+    ``SM_VLLM_MODEL`` value (the hub id ``speakwire sagemaker deploy --model-id`` sets), even when
+    ``--model`` serves something else."""
+    aliases = [str(SAGEMAKER_MODEL_DIR)]
+    if environ.get("SM_VLLM_MODEL"):
+        aliases.append(environ["SM_VLLM_MODEL"])
+    return aliases
+
+
+def sagemaker_settings(flags: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings for ``speakwire serve --sagemaker``: the environment's choices, then the flags given
+    (None: not given), each choice logged with its reason."""
     import os
 
-    resolution = resolve_sagemaker_settings(
-        os.environ if environ is None else environ,
-        host=args.host, port=args.port, engine=args.engine, model=args.model or args.voice, device=args.device,
-        dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization, api_key=args.api_key,
-        workers=args.workers, max_streams=args.max_streams, max_batch=args.max_batch,
-        cuda_graphs=args.cuda_graphs or None, log_level=args.log_level, default_seed=args.seed,
-    )  # fmt: skip
+    resolution = resolve_sagemaker_settings(os.environ if environ is None else environ, **flags)
     for reason in resolution.reasons:
         logger.info("sagemaker: %s", reason)
     return resolution.settings
