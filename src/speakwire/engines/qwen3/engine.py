@@ -53,6 +53,7 @@ from speakwire.engines.qwen3.kv_slots import SlotKVCache
 from speakwire.engines.qwen3.memory_plan import plan_memory
 from speakwire.engines.qwen3.prompt_cache import PromptCache, prompt_key
 from speakwire.engines.qwen3.sampling import RowSampling
+from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 from speakwire.engines.qwen3.talker_prompt import PromptBuilder, VoiceSpec
 from speakwire.engines.qwen3.text_stream import Qwen3TextStream
 from speakwire.engines.qwen3.validation import TASK_BY_VARIANT, Qwen3ModelFacts, validate_request
@@ -244,7 +245,7 @@ class Qwen3Engine:
         # the first `budget` frames exactly as streamed.
         samples = np.asarray(wavs[0], dtype=np.float32)[: budget * self._samples_per_frame]
         if session.capped:
-            self._report_cap(request, budget, text)
+            self.report_cap(request, budget, text)
         return AudioChunk(np.ascontiguousarray(samples), int(rate))
 
     def close(self) -> None:
@@ -301,7 +302,11 @@ class Qwen3Engine:
     def _turn(self, session: GenerationSession) -> _Turn:
         return _Turn(self._generating, session)
 
-    def _report_cap(self, request: SynthesisRequest, budget: int, text: str) -> None:
+    def open_decoder(self, request: SynthesisRequest) -> StreamDecoder:
+        """A streaming code2wav for one row, primed with the reference's codes in ICL cloning."""
+        return StreamDecoder(self._decoder, history=self._history(request))
+
+    def report_cap(self, request: SynthesisRequest, budget: int, text: str) -> None:
         request.extra["capped"] = True
         logger.warning(
             "qwen3: utterance hit its frame budget (%d frames = %.1f s) without EOS and was cut: %.60r",

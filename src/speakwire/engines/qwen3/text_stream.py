@@ -22,16 +22,14 @@ import queue
 import re
 import threading
 from collections.abc import Generator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from speakwire.audio.chunk import AudioChunk
-from speakwire.engines.base import SynthesisRequest
+from speakwire.engines.base import EngineInfo, SynthesisRequest
+from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
 from speakwire.engines.qwen3.generation_loop import Row, RowEnd
 from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 from speakwire.errors import EngineError
-
-if TYPE_CHECKING:
-    from speakwire.engines.qwen3.engine import Qwen3Engine
 
 ROLLOVER_CHARS = 500
 """A row takes text up to the first sentence end past this many characters (~35 s of speech)."""
@@ -48,11 +46,34 @@ class _Piece:
     row: Row | None = None
 
 
+class RowSource(Protocol):
+    """What an utterance needs of its engine: rows to generate in, and a way to turn their codes into audio.
+
+    ``Qwen3Engine`` is one; naming the need here, not the engine, keeps this module free of an import of it."""
+
+    @property
+    def info(self) -> EngineInfo: ...
+
+    @property
+    def stream_schedule(self) -> tuple[int, ...]:
+        """Frames per streamed chunk; the last size repeats."""
+        ...
+
+    @property
+    def decoding(self) -> DecodeBatcher: ...
+
+    def open_row(self, request: SynthesisRequest) -> Row: ...
+
+    def open_decoder(self, request: SynthesisRequest) -> StreamDecoder: ...
+
+    def report_cap(self, request: SynthesisRequest, budget: int, text: str) -> None: ...
+
+
 class Qwen3TextStream:
     POLL_S = 0.05
     """How often a waiting consumer looks at ``request.cancelled``."""
 
-    def __init__(self, engine: Qwen3Engine, request: SynthesisRequest) -> None:
+    def __init__(self, engine: RowSource, request: SynthesisRequest) -> None:
         self._engine = engine
         self._request = request
         self._lock = threading.Lock()
@@ -116,7 +137,7 @@ class Qwen3TextStream:
                     raise EngineError(f"Qwen3-TTS generation failed: {end.error}") from end.error
                 if end.reason == "capped":
                     assert piece.row is not None
-                    self._engine._report_cap(self._request, piece.row.max_frames, piece.text)
+                    self._engine.report_cap(self._request, piece.row.max_frames, piece.text)
         finally:
             # However this ends (a barge-in between rows, an error, the consumer gone), no row opened ahead
             # may keep its slot: a row waiting for text that never comes would hold it for good.
@@ -183,8 +204,9 @@ class Qwen3TextStream:
         engine, request = self._engine, self._request
         row = piece.row
         assert row is not None
-        torch: Any = engine._torch
-        decoder = StreamDecoder(engine._decoder, history=engine._history(request))
+        import torch  # the [qwen] extra; this module is only loaded with it
+
+        decoder = engine.open_decoder(request)
         sizes = itertools.chain(engine.stream_schedule, itertools.repeat(engine.stream_schedule[-1]))
         want = next(sizes)
         pending: list[Any] = []
