@@ -1,4 +1,4 @@
-"""``speakwire sagemaker deploy|smoke|invoke|status|delete``: thin wrappers over ``speakwire.deploy.sagemaker``.
+"""``speakwire sagemaker deploy|smoke|invoke|status|delete|local``: thin wrappers over ``speakwire.deploy.sagemaker``.
 
 boto3 (the ``[sagemaker]`` extra) and the bidirectional-stream SDK (``[sagemaker-bidi]``,
 Python ≥ 3.12) are imported only when a command runs, so ``speakwire --help`` works
@@ -98,6 +98,7 @@ def register(subparsers: Any) -> None:
     )
     _add_endpoint_name(smoke_parser)
     _add_region(smoke_parser)
+    _add_endpoint_url(smoke_parser, "bidirectional-stream endpoint, https:// only (default: the region's, port 8443)")
     _add_smoke_options(smoke_parser, smoke)
     smoke_parser.set_defaults(func=run_smoke_command)
 
@@ -107,6 +108,7 @@ def register(subparsers: Any) -> None:
     )
     _add_endpoint_name(invoke)
     _add_region(invoke)
+    _add_endpoint_url(invoke, "runtime endpoint, e.g. http://127.0.0.1:8090 for speakwire sagemaker local")
     invoke.add_argument("--text", required=True, help="what to say")
     invoke.add_argument(
         "--ref-audio", type=Path, metavar="FILE", help="reference clip to clone (any format, 1-30 s)"
@@ -136,9 +138,39 @@ def register(subparsers: Any) -> None:
     _add_region(delete)
     delete.set_defaults(func=run_delete)
 
+    _register_local(actions)
+
+
+def _register_local(actions: Any) -> None:
+    from speakwire.deploy.sagemaker import local_runtime as lr
+
+    local = actions.add_parser(
+        "local",
+        help="a local SageMaker runtime in front of a local server, for boto3 code and our commands",
+        description="Serves the SageMaker runtime's InvokeEndpoint and InvokeEndpointWithResponseStream as boto3 "
+        "calls them, forwarding each call to a container's /invocations (e.g. speakwire serve --sagemaker). "
+        f"Point boto3 at it with {lr.ENDPOINT_URL_ENV}; any credentials are accepted.",
+    )
+    local.add_argument("--container-url", default=lr.DEFAULT_CONTAINER_URL,
+                       help="the container's base URL; /invocations is appended (default: %(default)s)")
+    local.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    local.add_argument("--port", type=int, default=lr.DEFAULT_PORT, help="port to listen on (default: %(default)s)")
+    local.add_argument("--endpoint-name", help="the only endpoint name that answers (default: any name)")
+    local.add_argument("--region", default=lr.DEFAULT_REGION,
+                       help="region named in errors when a request's signature names none (default: %(default)s)")
+    local.add_argument("--max-part-bytes", type=int, metavar="BYTES",
+                       help="cut response-stream payload parts to at most this size (default: as the container sends)")
+    local.add_argument("--invocation-timeout", type=float, default=lr.DEFAULT_INVOCATION_TIMEOUT_S, metavar="SECONDS",
+                       help="how long the container may stay silent before the call fails (default: %(default)s)")
+    local.set_defaults(func=run_local)
+
 
 def _add_endpoint_name(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint-name", required=True, help="endpoint (and config and model) name")
+
+
+def _add_endpoint_url(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--endpoint-url", metavar="URL", help=f"{what}; default $AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME")
 
 
 def _add_region(parser: argparse.ArgumentParser) -> None:
@@ -201,7 +233,10 @@ def _endpoint_smoke(args: argparse.Namespace, region: str) -> Callable[[str], An
 
     async def smoke_async(endpoint_name: str) -> SmokeResult:
         transport = await SageMakerBidiTransport.connect(
-            endpoint_name, region=region, model_invocation_path=args.model_invocation_path
+            endpoint_name,
+            region=region,
+            model_invocation_path=args.model_invocation_path,
+            endpoint_uri=getattr(args, "endpoint_uri", None),  # deploy's smoke goes to the endpoint it made
         )
         return await run_smoke(
             transport,
@@ -290,8 +325,9 @@ def run_smoke_command(args: argparse.Namespace) -> int:
     try:
         region = _region(args)
         args.model_invocation_path = _invocation_path(args.model_invocation_path)
-        from speakwire.deploy.sagemaker.bidi import load_bidi_sdk
+        from speakwire.deploy.sagemaker.bidi import bidi_endpoint_override, load_bidi_sdk
 
+        args.endpoint_uri = bidi_endpoint_override(args.endpoint_url, os.environ)
         load_bidi_sdk()
     except (MissingExtraError, ValueError) as exc:
         return _fail(str(exc), EXIT_USAGE)
@@ -313,7 +349,8 @@ def run_invoke(args: argparse.Namespace) -> int:
     from speakwire.deploy.sagemaker.reference_audio import ReferenceAudioError
     from speakwire.deploy.sagemaker.speech_response import SpeechResponseError
 
-    client = boto3.Session(region_name=region).client("sagemaker-runtime")
+    # Without --endpoint-url, boto3 itself reads $AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME.
+    client = boto3.Session(region_name=region).client("sagemaker-runtime", endpoint_url=args.endpoint_url)
     failures: tuple[type[BaseException], ...] = (SpeechResponseError, ValueError, *_aws_errors())
     try:
         invoke(
@@ -361,3 +398,21 @@ def run_delete(args: argparse.Namespace) -> int:
 
     result = delete(boto3.Session(region_name=region).client("sagemaker"), args.endpoint_name)
     return 0 if result.ok else EXIT_FAILED
+
+
+def run_local(args: argparse.Namespace) -> int:
+    from speakwire.deploy.sagemaker.local_runtime import LocalRuntimeConfig, how_to_use, serve_local_runtime
+
+    try:
+        config = LocalRuntimeConfig(
+            container_url=args.container_url,
+            endpoint_name=args.endpoint_name,
+            region=args.region,
+            max_part_bytes=args.max_part_bytes,
+            invocation_timeout_s=args.invocation_timeout,
+        )
+    except ValueError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    print(how_to_use(config, host=args.host, port=args.port), flush=True)
+    serve_local_runtime(config, host=args.host, port=args.port)  # uvicorn handles Ctrl-C and SIGTERM
+    return 0

@@ -11,6 +11,8 @@ One idea per module:
 - ``bidi`` / ``bidi_frames``: that transport over SageMaker's bidirectional stream, and the
   pure payload-part ↔ message mapping under it;
 - ``reference_audio`` / ``speech_response``: the audio going into and coming out of ``invoke``.
+- ``local_runtime``: a local stand-in for the SageMaker runtime's REST API (``speakwire sagemaker local``),
+  over ``event_stream`` (the response stream's binary framing) and ``runtime_errors`` (its error replies).
 
 Nothing here is imported by the server; boto3 is the ``[sagemaker]`` extra and the
 bidirectional client the ``[sagemaker-bidi]`` extra (Python ≥ 3.12).

@@ -27,6 +27,7 @@ import contextlib
 import functools
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -39,6 +40,7 @@ SDK_VERSION = "0.4.0"
 DEFAULT_MODEL_INVOCATION_PATH = "v1/audio/speech/stream"
 BIDI_PORT = 8443
 DEFAULT_CONNECT_TIMEOUT_S = 60.0
+ENDPOINT_URL_ENV = "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME"  # boto3's variable for the runtime endpoint
 # X-Amzn-SageMaker-Model-Invocation-Path: relative, slash-separated, no leading slash.
 _INVOCATION_PATH = re.compile(r"[A-Za-z0-9\-._]+(?:/[A-Za-z0-9\-._]+)*")
 
@@ -67,6 +69,26 @@ class AwsCredentials:
 def runtime_endpoint_uri(region: str) -> str:
     """The HTTP/2 runtime endpoint; bidirectional streams use port 8443, not 443."""
     return f"https://runtime.sagemaker.{region}.amazonaws.com:{BIDI_PORT}"
+
+
+def bidi_endpoint_override(endpoint_url: str | None, environ: Mapping[str, str]) -> str | None:
+    """The endpoint to open the stream on: ``endpoint_url``, else ``$AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME``, else
+    None (the regional one on port 8443).
+
+    Raises:
+        ValueError: A plain ``http://`` URL (such as ``speakwire sagemaker local``): the SDK's CRT client
+            speaks HTTP/2 only over TLS (no cleartext HTTP/2), and over HTTP/1.1 it sends no request
+            events, so the stream could only hang.
+    """
+    url = endpoint_url or environ.get(ENDPOINT_URL_ENV) or None
+    if url is not None and not url.lower().startswith("https://"):
+        source = "--endpoint-url" if endpoint_url else ENDPOINT_URL_ENV
+        raise ValueError(
+            f"{source} is {url}: the bidirectional stream needs an https:// (HTTP/2 over TLS) endpoint; "
+            "the local SageMaker runtime serves InvokeEndpoint and InvokeEndpointWithResponseStream only "
+            "(try speakwire sagemaker invoke --stream against it)"
+        )
+    return url
 
 
 def normalize_invocation_path(path: str) -> str:
