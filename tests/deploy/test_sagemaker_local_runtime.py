@@ -10,6 +10,7 @@ comparable across InvokeEndpoint, the response stream and our ``invoke`` command
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import io
@@ -260,9 +261,21 @@ async def _echo_invocations(request: Request) -> Response:
     attributes = request.headers.get("x-amzn-sagemaker-custom-attributes", "")
     if "break" in attributes:
         return StreamingResponse(_breaks_off(), media_type="audio/wav")
+    if "gated" in attributes:
+        return StreamingResponse(_waits_for_the_client(), media_type="audio/wav")
     if "fail" in attributes:
         return JSONResponse({"error": {"message": "the container refused this"}}, status_code=503)
     return JSONResponse(received, headers={"X-Amzn-SageMaker-Custom-Attributes": "trace=echo-1"})
+
+
+SECOND_PART_GATE = threading.Event()
+"""Set by the test once the first part reached it: the container sends its second part only then."""
+
+
+async def _waits_for_the_client() -> AsyncIterator[bytes]:
+    yield b"first"
+    released = await asyncio.to_thread(SECOND_PART_GATE.wait, 20)
+    yield b"second" if released else b"the first part never reached the client"
 
 
 async def _breaks_off() -> AsyncIterator[bytes]:
@@ -307,6 +320,20 @@ def test_content_type_accept_and_custom_attributes_pass_both_ways(echo_container
     assert streamed_body["accept"] == "audio/pcm"  # X-Amzn-SageMaker-Accept reaches the container as Accept
     assert (streamed["CustomAttributes"], streamed["ContentType"]) == ("trace=echo-1", "application/json")
     assert response["ResponseMetadata"]["RequestId"]
+
+
+def test_payload_parts_reach_the_client_while_the_container_is_still_producing(echo_container: str) -> None:
+    SECOND_PART_GATE.clear()
+    with runtime_in_front_of(echo_container) as runtime:
+        response = runtime_client(runtime.url).invoke_endpoint_with_response_stream(
+            EndpointName=ENDPOINT, Body=b"{}", ContentType="application/json", CustomAttributes="gated"
+        )
+        parts = []
+        for event in response["Body"]:
+            parts.append(event["PayloadPart"]["Bytes"])
+            SECOND_PART_GATE.set()  # a runtime that buffered the body would not get here before the container gave up
+
+    assert parts == [b"first", b"second"]
 
 
 def test_a_stream_that_breaks_after_it_began_ends_in_a_model_stream_error(echo_container: str) -> None:
