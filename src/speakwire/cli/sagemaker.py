@@ -138,7 +138,38 @@ def register(subparsers: Any) -> None:
     _add_region(delete)
     delete.set_defaults(func=run_delete)
 
+    _register_build(actions)
     _register_local(actions)
+
+
+def _register_build(actions: Any) -> None:
+    build = actions.add_parser(
+        "build",
+        help="build and push speakwire's image with AWS CodeBuild (no local Docker)",
+        description="Zips the build context the Dockerfile needs, and unless ECR already holds the image tagged by "
+        "the context's hash, builds it on CodeBuild and pushes it; the temporary project and the context object "
+        "are deleted however the build ends. Prints the image URI.",
+    )
+    build.add_argument("--variant", choices=("cpu", "cuda"), default="cpu",
+                       help="cpu: Piper (Dockerfile.cpu); cuda: Qwen3-TTS (Dockerfile.cuda) (default: %(default)s)")
+    _add_region(build)
+    _add_build_options(build)
+    build.set_defaults(func=run_build)
+
+
+def _add_build_options(parser: argparse.ArgumentParser) -> None:
+    from speakwire.deploy.sagemaker import build_requests as br
+
+    parser.add_argument("--repository", default=br.DEFAULT_REPOSITORY,
+                        help="ECR repository, created if missing (default: %(default)s)")
+    parser.add_argument("--bucket", help="S3 bucket for the build context "
+                        "(default: speakwire-build-<account>-<region>, created if missing)")
+    parser.add_argument("--codebuild-role-arn", metavar="ARN",
+                        help=f"CodeBuild service role, needed when a build runs (default ${br.CODEBUILD_ROLE_ENV})")
+    parser.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="docker build --build-arg, e.g. BASE_IMAGE=...; part of the image tag; repeatable")
+    parser.add_argument("--context-dir", type=Path, metavar="DIR",
+                        help="speakwire checkout to build from (default: the current directory or its parents)")
 
 
 def _register_local(actions: Any) -> None:
@@ -398,6 +429,43 @@ def run_delete(args: argparse.Namespace) -> int:
 
     result = delete(boto3.Session(region_name=region).client("sagemaker"), args.endpoint_name)
     return 0 if result.ok else EXIT_FAILED
+
+
+def _build_inputs(args: argparse.Namespace, region: str, variant: str) -> tuple[Any, Any]:
+    """The validated build request and the build context; no AWS call."""
+    from speakwire.deploy.sagemaker import build_context as bc
+    from speakwire.deploy.sagemaker.build_requests import build_request
+
+    request = build_request(
+        region, repository=args.repository, bucket=args.bucket, role_arn=args.codebuild_role_arn, environ=os.environ
+    )
+    package_checkout = Path(__file__).resolve().parents[3]  # src/speakwire/cli → the checkout, for editable installs
+    root = bc.find_root(args.context_dir or Path.cwd(), None if args.context_dir else package_checkout)
+    context = bc.collect(root, variant, build_args=bc.parse_build_args(args.build_arg))  # type: ignore[arg-type]
+    return request, context
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from speakwire.deploy.sagemaker.build_context import BuildContextError
+    from speakwire.deploy.sagemaker.build_requests import BuildSettingsError
+
+    try:
+        region = _region(args)
+        request, context = _build_inputs(args, region, args.variant)
+        boto3 = _boto3()
+    except (BuildSettingsError, BuildContextError, MissingExtraError, ValueError) as exc:
+        return _fail(f"{exc}; nothing was created", EXIT_USAGE)
+    from speakwire.deploy.sagemaker.build import BuildClients, BuildError, build_image
+
+    try:
+        image = build_image(BuildClients.from_session(boto3.Session(region_name=region)), context, request)
+    except BuildError as exc:
+        return _fail(str(exc), EXIT_FAILED)
+    except KeyboardInterrupt:
+        return _fail("interrupted; the build was stopped and its project and context deleted (see above)",
+                     EXIT_INTERRUPTED)
+    print(image.image_uri)
+    return 0
 
 
 def run_local(args: argparse.Namespace) -> int:

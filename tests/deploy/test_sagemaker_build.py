@@ -1,0 +1,383 @@
+"""build_image(): every CodeBuild, ECR, S3, STS and CloudWatch Logs call in order, and cleanup however it ends."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+from botocore.stub import Stubber
+from sagemaker_stubs import ACCOUNT, REGION
+
+from speakwire.deploy.sagemaker.build import BuildClients, BuildError, build_image
+from speakwire.deploy.sagemaker.build_context import BuildContext, ContextFile
+from speakwire.deploy.sagemaker.build_requests import (
+    BuildPlan,
+    BuildRequest,
+    buildspec,
+    context_key,
+    create_bucket_request,
+    create_project_request,
+    create_repository_request,
+    delete_context_request,
+    describe_images_request,
+    put_context_request,
+)
+
+NOW = 1_790_000_000
+CODEBUILD_ROLE = f"arn:aws:iam::{ACCOUNT}:role/SpeakwireCodeBuildRole"
+DIGEST = "sha256:" + "ab" * 32
+BUILD_ID = "speakwire-build-x:0c6f"
+CONTEXT = BuildContext(
+    variant="cpu",
+    dockerfile="deploy/sagemaker/Dockerfile.cpu",
+    files=(
+        ContextFile("deploy/sagemaker/Dockerfile.cpu", False, b"FROM python:3.11-slim\n"),
+        ContextFile("deploy/sagemaker/entrypoint.sh", True, b"#!/bin/sh\n"),
+        ContextFile("pyproject.toml", False, b"[project]\n"),
+    ),
+)
+PROJECT = f"speakwire-build-{CONTEXT.tag}-{NOW}"
+BUCKET = f"speakwire-build-{ACCOUNT}-{REGION}"
+PLAN = BuildPlan(
+    region=REGION,
+    account=ACCOUNT,
+    repository="speakwire",
+    tag=CONTEXT.tag,
+    variant="cpu",
+    dockerfile=CONTEXT.dockerfile,
+    bucket=BUCKET,
+    key=context_key(PROJECT),
+    project_name=PROJECT,
+    role_arn=CODEBUILD_ROLE,
+    executables=("deploy/sagemaker/entrypoint.sh",),
+)
+REQUEST = BuildRequest(region=REGION, repository="speakwire", role_arn=CODEBUILD_ROLE)
+LOGS = {"groupName": "/aws/codebuild/speakwire-build", "streamName": "0c6f"}
+
+
+class Stubs:
+    def __init__(self) -> None:
+        session = boto3.session.Session(
+            region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
+        )
+        self.clients = BuildClients.from_session(session)
+        self.stubs = {name: Stubber(getattr(self.clients, name)) for name in ("sts", "ecr", "s3", "codebuild", "logs")}
+        # One Stubber per client checks the order within a service; this list checks it across them.
+        self.calls: list[str] = []
+        for client in self.stubs:
+            getattr(self.clients, client).meta.events.register("before-call.*.*", self._record)
+
+    def _record(self, model: Any, **_: Any) -> None:
+        self.calls.append(f"{model.service_model.signing_name}:{model.name}")
+
+    def __getattr__(self, name: str) -> Stubber:
+        return self.__dict__["stubs"][name]
+
+
+@pytest.fixture
+def aws() -> Iterator[Stubs]:
+    stubs = Stubs()
+    for stub in stubs.stubs.values():
+        stub.activate()
+    yield stubs
+    for stub in stubs.stubs.values():
+        stub.assert_no_pending_responses()
+        stub.deactivate()
+
+
+def run(aws: Stubs, lines: list[str], request: BuildRequest = REQUEST, sleep: Any = lambda _: None) -> Any:
+    return build_image(aws.clients, CONTEXT, request, log=lines.append, sleep=sleep, clock=lambda: 0.0, now=lambda: NOW)
+
+
+def queue_identity(aws: Stubs) -> None:
+    aws.sts.add_response(
+        "get_caller_identity",
+        {"UserId": "AIDEXAMPLE", "Account": ACCOUNT, "Arn": f"arn:aws:iam::{ACCOUNT}:user/dev"},
+        {},
+    )
+
+
+def queue_image_found(aws: Stubs) -> None:
+    aws.ecr.add_response(
+        "describe_images",
+        {"imageDetails": [{"repositoryName": "speakwire", "imageDigest": DIGEST, "imageTags": [CONTEXT.tag]}]},
+        describe_images_request(PLAN),
+    )
+
+
+def queue_until_build_started(aws: Stubs, *, repository_exists: bool = False, bucket_exists: bool = False) -> None:
+    queue_identity(aws)
+    aws.ecr.add_client_error(
+        "describe_images",
+        service_error_code="ImageNotFoundException" if repository_exists else "RepositoryNotFoundException",
+        service_message="not found",
+        expected_params=describe_images_request(PLAN),
+    )
+    if repository_exists:
+        aws.ecr.add_client_error(
+            "create_repository",
+            service_error_code="RepositoryAlreadyExistsException",
+            service_message="exists",
+            expected_params=create_repository_request(PLAN),
+        )
+    else:
+        aws.ecr.add_response(
+            "create_repository", {"repository": {"repositoryName": "speakwire"}}, create_repository_request(PLAN)
+        )
+    if bucket_exists:
+        aws.s3.add_response("head_bucket", {}, {"Bucket": BUCKET, "ExpectedBucketOwner": ACCOUNT})
+    else:
+        aws.s3.add_client_error(
+            "head_bucket",
+            service_error_code="404",
+            service_message="Not Found",
+            http_status_code=404,
+            expected_params={"Bucket": BUCKET, "ExpectedBucketOwner": ACCOUNT},
+        )
+        aws.s3.add_response("create_bucket", {"Location": f"/{BUCKET}"}, create_bucket_request(BUCKET, REGION))
+    aws.s3.add_response("put_object", {"ETag": '"e"'}, put_context_request(PLAN, CONTEXT.zip_bytes()))
+    aws.codebuild.add_response("create_project", {"project": {"name": PROJECT}}, create_project_request(PLAN))
+    aws.codebuild.add_response("start_build", {"build": {"id": BUILD_ID}}, {"projectName": PROJECT})
+
+
+def build_state(
+    phase: str, *, status: str = "IN_PROGRESS", done: tuple[tuple[str, str], ...] = (), **extra: Any
+) -> Any:
+    phases = [{"phaseType": kind, "phaseStatus": st, "durationInSeconds": 3} for kind, st in done]
+    return {
+        "builds": [
+            {
+                "id": BUILD_ID,
+                "currentPhase": phase,
+                "buildStatus": status,
+                "buildComplete": status != "IN_PROGRESS",
+                "phases": phases,
+                **extra,
+            }
+        ]
+    }
+
+
+def queue_poll(aws: Stubs, state: Any) -> None:
+    aws.codebuild.add_response("batch_get_builds", state, {"ids": [BUILD_ID]})
+
+
+def queue_log_page(aws: Stubs, token: str | None, messages: list[str], next_token: str) -> None:
+    request: dict[str, Any] = {
+        "logGroupName": LOGS["groupName"],
+        "logStreamName": LOGS["streamName"],
+        "startFromHead": True,
+    }
+    if token is not None:
+        request["nextToken"] = token
+    events = [{"timestamp": 1, "message": m, "ingestionTime": 2} for m in messages]
+    aws.logs.add_response(
+        "get_log_events", {"events": events, "nextForwardToken": next_token, "nextBackwardToken": "b"}, request
+    )
+
+
+def queue_cleanup(aws: Stubs, *, project: bool = True, stop: bool = False) -> None:
+    if stop:
+        aws.codebuild.add_response("stop_build", {"build": {"id": BUILD_ID}}, {"id": BUILD_ID})
+    if project:
+        aws.codebuild.add_response("delete_project", {}, {"name": PROJECT})
+    aws.s3.add_response("delete_object", {}, delete_context_request(PLAN))
+
+
+def test_an_image_already_in_ecr_under_the_context_tag_is_not_built_again(aws: Stubs) -> None:
+    queue_identity(aws)
+    queue_image_found(aws)
+    lines: list[str] = []
+
+    image = run(aws, lines, BuildRequest(region=REGION, repository="speakwire"))  # no role needed
+
+    assert not image.built and image.digest == DIGEST
+    assert image.image_uri == f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/speakwire:{CONTEXT.tag}"
+    assert "nothing to build" in lines[-1]
+
+
+def test_a_build_creates_repository_and_bucket_streams_phases_and_logs_prints_the_digest_and_cleans_up(
+    aws: Stubs,
+) -> None:
+    queue_until_build_started(aws)
+    queue_poll(aws, build_state("PROVISIONING", done=(("SUBMITTED", "SUCCEEDED"), ("QUEUED", "SUCCEEDED"))))
+    queue_poll(aws, build_state("BUILD", done=(("PROVISIONING", "SUCCEEDED"),), logs=LOGS))
+    queue_log_page(aws, None, ["Step 1/12 : FROM python:3.11-slim\n", "Step 2/12 : WORKDIR /src\n"], "f/2")
+    queue_log_page(aws, "f/2", [], "f/2")
+    queue_poll(aws, build_state("COMPLETED", status="SUCCEEDED", done=(("BUILD", "SUCCEEDED"),), logs=LOGS))
+    queue_log_page(aws, "f/2", ["pushed\n"], "f/3")
+    queue_log_page(aws, "f/3", [], "f/3")
+    queue_image_found(aws)
+    queue_cleanup(aws)
+    lines: list[str] = []
+    sleeps: list[float] = []
+
+    image = run(aws, lines, sleep=sleeps.append)
+
+    assert image.built and image.digest == DIGEST
+    assert aws.calls == [
+        "sts:GetCallerIdentity",
+        "ecr:DescribeImages",
+        "ecr:CreateRepository",
+        "s3:HeadBucket",
+        "s3:CreateBucket",
+        "s3:PutObject",
+        "codebuild:CreateProject",
+        "codebuild:StartBuild",
+        "codebuild:BatchGetBuilds",
+        "codebuild:BatchGetBuilds",
+        "logs:GetLogEvents",
+        "logs:GetLogEvents",
+        "codebuild:BatchGetBuilds",
+        "logs:GetLogEvents",
+        "logs:GetLogEvents",
+        "ecr:DescribeImages",
+        "codebuild:DeleteProject",
+        "s3:DeleteObject",
+    ]
+    assert image.uri_by_digest == f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/speakwire@{DIGEST}"
+    assert len(sleeps) == 2
+    text = "\n".join(lines)
+    for expected in (
+        "created ECR repository speakwire",
+        f"created S3 bucket {BUCKET}",
+        "[00:00] PROVISIONING ...",
+        "[00:00] PROVISIONING: SUCCEEDED (3 s)",
+        "[00:00] BUILD ...",
+        "  | Step 1/12 : FROM python:3.11-slim",
+        "  | pushed",
+        f"digest {DIGEST}",
+        f"CodeBuild project {PROJECT}: deleted",
+        f"context s3://{BUCKET}/{PLAN.key}: deleted",
+    ):
+        assert expected in text, expected
+
+
+def test_a_failed_build_deletes_project_and_context_and_says_which_phase_failed(aws: Stubs) -> None:
+    queue_until_build_started(aws, repository_exists=True, bucket_exists=True)
+    failed = build_state("COMPLETED", status="FAILED", done=(("PROVISIONING", "SUCCEEDED"),))
+    failed["builds"][0]["phases"].append(
+        {
+            "phaseType": "PRE_BUILD",
+            "phaseStatus": "FAILED",
+            "contexts": [
+                {
+                    "statusCode": "COMMAND_EXECUTION_ERROR",
+                    "message": "Error while executing command: aws ecr get-login-password ... AccessDeniedException",
+                }
+            ],
+        }
+    )
+    queue_poll(aws, failed)
+    queue_cleanup(aws)
+    lines: list[str] = []
+
+    with pytest.raises(BuildError, match="build FAILED in phase PRE_BUILD") as caught:
+        run(aws, lines)
+
+    assert "service role may lack ecr:GetAuthorizationToken" in str(caught.value)
+    assert f"CodeBuild project {PROJECT}: deleted" in lines
+    assert "created S3 bucket" not in "\n".join(lines)
+
+
+def test_a_refused_create_project_names_the_missing_permission_and_still_deletes_the_context(aws: Stubs) -> None:
+    queue_identity(aws)
+    aws.ecr.add_client_error(
+        "describe_images", service_error_code="ImageNotFoundException", service_message="no",
+        expected_params=describe_images_request(PLAN),
+    )  # fmt: skip
+    aws.ecr.add_client_error(
+        "create_repository", service_error_code="RepositoryAlreadyExistsException", service_message="exists",
+        expected_params=create_repository_request(PLAN),
+    )  # fmt: skip
+    aws.s3.add_response("head_bucket", {}, {"Bucket": BUCKET, "ExpectedBucketOwner": ACCOUNT})
+    aws.s3.add_response("put_object", {}, put_context_request(PLAN, CONTEXT.zip_bytes()))
+    aws.codebuild.add_client_error(
+        "create_project",
+        service_error_code="AccessDeniedException",
+        service_message=f"User: arn:aws:iam::{ACCOUNT}:user/dev is not authorized to perform: iam:PassRole "
+        f"on resource: {CODEBUILD_ROLE}",
+        http_status_code=400,
+        expected_params=create_project_request(PLAN),
+    )
+    queue_cleanup(aws, project=False)
+    lines: list[str] = []
+
+    with pytest.raises(BuildError, match="access denied: the caller needs iam:PassRole"):
+        run(aws, lines)
+
+    assert lines[-1] == f"context s3://{BUCKET}/{PLAN.key}: deleted"
+
+
+def test_an_s3_access_denied_without_an_action_in_its_message_is_named_from_the_operation(aws: Stubs) -> None:
+    queue_identity(aws)
+    aws.ecr.add_client_error(
+        "describe_images", service_error_code="ImageNotFoundException", service_message="no",
+        expected_params=describe_images_request(PLAN),
+    )  # fmt: skip
+    aws.ecr.add_response(
+        "create_repository", {"repository": {"repositoryName": "speakwire"}}, create_repository_request(PLAN)
+    )
+    aws.s3.add_response("head_bucket", {}, {"Bucket": BUCKET, "ExpectedBucketOwner": ACCOUNT})
+    aws.s3.add_client_error(
+        "put_object", service_error_code="AccessDenied", service_message="Access Denied", http_status_code=403,
+        expected_params=put_context_request(PLAN, CONTEXT.zip_bytes()),
+    )  # fmt: skip
+
+    with pytest.raises(BuildError, match=r"put_object: access denied: the caller needs s3:PutObject"):
+        run(aws, [])
+
+
+def test_ctrl_c_while_the_build_runs_stops_it_and_deletes_project_and_context(aws: Stubs) -> None:
+    queue_until_build_started(aws, repository_exists=True, bucket_exists=True)
+    queue_poll(aws, build_state("PROVISIONING"))
+    queue_cleanup(aws, stop=True)
+    lines: list[str] = []
+
+    def interrupt(_: float) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(aws, lines, sleep=interrupt)
+
+    assert lines[-3:] == [
+        f"build {BUILD_ID}: stopped",
+        f"CodeBuild project {PROJECT}: deleted",
+        f"context s3://{BUCKET}/{PLAN.key}: deleted",
+    ]
+
+
+def test_without_a_codebuild_role_a_missing_image_fails_before_anything_is_created(aws: Stubs) -> None:
+    queue_identity(aws)
+    aws.ecr.add_client_error(
+        "describe_images", service_error_code="ImageNotFoundException", service_message="no",
+        expected_params=describe_images_request(PLAN),
+    )  # fmt: skip
+
+    with pytest.raises(BuildError, match="SPEAKWIRE_CODEBUILD_ROLE_ARN"):
+        run(aws, [], BuildRequest(region=REGION, repository="speakwire"))
+
+
+def test_the_buildspec_logs_in_builds_for_amd64_with_the_variant_dockerfile_and_pushes(tmp_path: Path) -> None:
+    plan = dataclasses.replace(PLAN, build_args=(("BASE", "a b"),))
+    spec = yaml.safe_load(buildspec(plan))
+    registry = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com"
+
+    assert spec["version"] == 0.2
+    assert spec["phases"]["pre_build"]["commands"] == [
+        "chmod 0755 deploy/sagemaker/entrypoint.sh",
+        f"aws ecr get-login-password --region {REGION} | docker login --username AWS --password-stdin {registry}",
+    ]
+    assert spec["phases"]["build"]["commands"] == [
+        f"docker build --platform linux/amd64 -f deploy/sagemaker/Dockerfile.cpu --build-arg 'BASE=a b' "
+        f"-t {registry}/speakwire:{CONTEXT.tag} .",
+        f"docker push {registry}/speakwire:{CONTEXT.tag}",
+    ]
+    project = create_project_request(PLAN)
+    assert project["environment"]["privilegedMode"] is True
+    assert project["source"] == {"type": "S3", "location": f"{BUCKET}/{PLAN.key}", "buildspec": buildspec(PLAN)}
