@@ -45,10 +45,10 @@ def fast_deletion_waiter(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_deploy_flags_default_to_the_aws_samples_choices() -> None:
     args = parse("deploy")
 
-    assert args.instance_types == ["ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g4dn.xlarge"]
-    assert args.model_id == "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
+    # Pools, model and AMI follow the engine (settings.build_settings): none is fixed by the parser.
+    assert (args.instance_types, args.model_id, args.ami_version, args.engine) == (None, None, None, None)
+    assert args.image == "speakwire" and args.image_uri is None
     assert args.provision_timeout == 1200
-    assert args.ami_version == "al2023-ami-sagemaker-inference-gpu-4-1"
     assert args.voice == "Vivian"
     assert str(args.output) == "validation-output.wav"
     assert args.keep_endpoint is False

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import NoCredentialsError, ReadTimeoutError
+from botocore.response import StreamingBody
 from sagemaker_stubs import (
     FAST_WAITER,
     NAME,
@@ -285,42 +288,95 @@ def test_ctrl_c_while_waiting_still_deletes_the_endpoint(sm: Stubbed, settings: 
         )
 
 
+def ready_probe() -> dict[str, Any]:
+    return {"EndpointName": NAME, "ContentType": "application/json", "Accept": "application/json",
+            "CustomAttributes": "route=/ready", "Body": b"{}"}  # fmt: skip
+
+
+def queue_ready(runtime: Stubbed, ready: dict[str, Any]) -> None:
+    body = json.dumps(ready).encode()
+    runtime.stub.add_response("invoke_endpoint", {"Body": StreamingBody(io.BytesIO(body), len(body))}, ready_probe())
+
+
 def test_autoscaling_is_registered_after_in_service_and_before_the_smoke_test(
-    sm: Stubbed, autoscaling: Stubbed, settings: DeploySettings
+    sm: Stubbed, autoscaling: Stubbed, runtime: Stubbed, settings: DeploySettings
 ) -> None:
-    scaling = AutoscalingSettings(min_instances=1, max_instances=3, target_invocations_per_instance=15.0)
+    scaling = AutoscalingSettings(min_instances=1, max_instances=3)
     settings = dataclasses.replace(settings, keep_endpoint=True, autoscaling=scaling)
     queue_creates(sm, settings)
     queue_in_service(sm)
+    queue_ready(runtime, {"status": "ready", "capacity": {"streams": 14, "source": "measured"}})
     autoscaling.stub.add_response(
         "register_scalable_target", {}, register_scalable_target_request(NAME, scaling)
     )
     autoscaling.stub.add_response(
         "put_scaling_policy",
         {"PolicyARN": "arn:aws:autoscaling:us-west-2:210987654321:scalingPolicy:1:resource/sagemaker/x"},
-        put_scaling_policy_request(NAME, scaling),
+        put_scaling_policy_request(NAME, 9.8),  # 70 % of the 14 streams the image reports
     )
 
     def smoke(name: str) -> SmokeResult:
         autoscaling.stub.assert_no_pending_responses()  # scaling is in place before traffic arrives
         return PASSED
 
+    lines: list[str] = []
     result = deploy(
         sm.client,
         settings,
         smoke=smoke,
         waiter_config=FAST_WAITER,
         autoscaling_client=autoscaling.client,
-        log=lambda _: None,
+        runtime_client=runtime.client,
+        log=lines.append,
     )
 
     assert result.kept
+    assert "the image reports 14 stream(s) per instance (measured); scaling target 70% of that = 9.8" in lines
+    assert any("target 9.8 concurrent requests (open streams) per instance" in line for line in lines)
+
+
+def test_an_explicit_target_streams_skips_the_capacity_probe(
+    sm: Stubbed, autoscaling: Stubbed, settings: DeploySettings
+) -> None:
+    scaling = AutoscalingSettings(min_instances=2, max_instances=4, target_streams=6.0)
+    settings = dataclasses.replace(settings, keep_endpoint=True, autoscaling=scaling)
+    queue_creates(sm, settings)
+    queue_in_service(sm)
+    autoscaling.stub.add_response("register_scalable_target", {}, register_scalable_target_request(NAME, scaling))
+    autoscaling.stub.add_response("put_scaling_policy", {"PolicyARN": "arn:x"}, put_scaling_policy_request(NAME, 6.0))
+
+    result = deploy(sm.client, settings, smoke=SmokeSpy(PASSED), waiter_config=FAST_WAITER,
+                    autoscaling_client=autoscaling.client, log=lambda _: None)  # fmt: skip
+
+    assert result.kept
+
+
+def test_an_image_that_reports_no_capacity_fails_the_deploy_and_cleans_up_before_scaling(
+    sm: Stubbed, autoscaling: Stubbed, runtime: Stubbed, settings: DeploySettings
+) -> None:
+    settings = dataclasses.replace(settings, autoscaling=AutoscalingSettings(1, 2))
+    queue_creates(sm, settings)
+    queue_in_service(sm)
+    runtime.stub.add_client_error(
+        "invoke_endpoint", service_error_code="ModelError", service_message="Received client error (404)",
+        http_status_code=424, expected_params=ready_probe(),
+    )  # fmt: skip
+    queue_delete_all(sm.stub)  # nothing was registered, so nothing is deregistered
+    smoke = SmokeSpy(PASSED)
+
+    result = deploy(sm.client, settings, smoke=smoke, waiter_config=FAST_WAITER, delete_waiter_config=FAST_WAITER,
+                    autoscaling_client=autoscaling.client, runtime_client=runtime.client,
+                    log=lambda _: None)  # fmt: skip
+
+    assert not result.ok and "pass --target-streams" in result.reason
+    assert smoke.calls == []
+    assert result.cleanup is not None and result.cleanup.ok
 
 
 def test_cleanup_deregisters_autoscaling_before_deleting_the_endpoint(
     sm: Stubbed, autoscaling: Stubbed, settings: DeploySettings
 ) -> None:
-    scaling = AutoscalingSettings(min_instances=1, max_instances=2, target_invocations_per_instance=10.0)
+    scaling = AutoscalingSettings(min_instances=1, max_instances=2, target_streams=10.0)
     settings = dataclasses.replace(settings, autoscaling=scaling)
     queue_creates(sm, settings)
     queue_in_service(sm)
@@ -330,7 +386,7 @@ def test_cleanup_deregisters_autoscaling_before_deleting_the_endpoint(
     autoscaling.stub.add_response(
         "put_scaling_policy",
         {"PolicyARN": "arn:aws:autoscaling:us-west-2:210987654321:scalingPolicy:1:resource/sagemaker/x"},
-        put_scaling_policy_request(NAME, scaling),
+        put_scaling_policy_request(NAME, 10.0),
     )
     autoscaling.stub.add_response("deregister_scalable_target", {}, deregister_scalable_target_request(NAME))
     queue_delete_all(sm.stub)
@@ -355,3 +411,13 @@ def test_autoscaling_without_a_client_is_refused_before_any_call(
 
     with pytest.raises(ValueError, match="autoscaling_client"):
         deploy(sm.client, settings, smoke=SmokeSpy(PASSED), log=lambda _: None)
+
+
+def test_a_derived_target_without_a_runtime_client_or_an_unresolved_image_is_refused_before_any_call(
+    sm: Stubbed, autoscaling: Stubbed, settings: DeploySettings
+) -> None:
+    derived = dataclasses.replace(settings, autoscaling=AutoscalingSettings(1, 2))
+    with pytest.raises(ValueError, match="runtime_client"):
+        deploy(sm.client, derived, smoke=SmokeSpy(PASSED), autoscaling_client=autoscaling.client, log=print)
+    with pytest.raises(ValueError, match="image_uri"):
+        deploy(sm.client, dataclasses.replace(settings, image_uri=""), smoke=SmokeSpy(PASSED), log=print)

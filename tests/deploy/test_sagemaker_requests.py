@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import botocore
 import botocore.session
+import pytest
 from botocore.validate import validate_parameters
 from sagemaker_stubs import NAME, REGION, ROLE
 
@@ -101,10 +103,10 @@ def test_create_endpoint_request_uses_the_config_of_the_same_name(settings: Depl
 
 
 def test_autoscaling_requests_target_the_variant_desired_instance_count() -> None:
-    scaling = AutoscalingSettings(min_instances=1, max_instances=3, target_invocations_per_instance=20.0)
+    scaling = AutoscalingSettings(min_instances=1, max_instances=3)
 
     register = register_scalable_target_request(NAME, scaling)
-    policy = put_scaling_policy_request(NAME, scaling)
+    policy = put_scaling_policy_request(NAME, 9.8)
     deregister = deregister_scalable_target_request(NAME)
 
     assert register == {
@@ -116,9 +118,10 @@ def test_autoscaling_requests_target_the_variant_desired_instance_count() -> Non
     }
     assert policy["PolicyType"] == "TargetTrackingScaling"
     assert policy["ResourceId"] == f"endpoint/{NAME}/variant/AllTraffic"
-    assert policy["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] == 20.0
+    assert policy["PolicyName"] == f"{NAME}-concurrent-streams"
+    assert policy["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] == 9.8
     assert policy["TargetTrackingScalingPolicyConfiguration"]["PredefinedMetricSpecification"] == {
-        "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"
+        "PredefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"
     }
     assert deregister == {
         "ServiceNamespace": "sagemaker",
@@ -138,3 +141,34 @@ def test_installed_botocore_knows_instance_pools() -> None:
     shape = botocore.session.get_session().get_service_model("sagemaker").shape_for("ProductionVariant")
 
     assert "InstancePools" in shape.members, f"botocore {botocore.__version__} predates instance pools"
+
+
+def test_a_piper_variant_names_no_model_and_no_inference_ami(settings: DeploySettings) -> None:
+    piper = dataclasses.replace(
+        settings, engine="piper", model_id=None, ami_version=None, instance_types=("ml.c7i.xlarge", "ml.m7i.xlarge")
+    )
+
+    model = create_model_request(piper)
+    config = create_endpoint_config_request(piper)
+
+    assert model["PrimaryContainer"]["Environment"] == {}
+    assert "InferenceAmiVersion" not in config["ProductionVariants"][0]
+    assert config["ProductionVariants"][0]["InstancePools"] == [
+        {"InstanceType": "ml.c7i.xlarge", "Priority": 1},
+        {"InstanceType": "ml.m7i.xlarge", "Priority": 2},
+    ]
+    _validate("sagemaker", "CreateModel", model)
+    _validate("sagemaker", "CreateEndpointConfig", config)
+
+
+def test_an_unresolved_image_never_reaches_create_model(settings: DeploySettings) -> None:
+    with pytest.raises(ValueError, match="not resolved"):
+        create_model_request(dataclasses.replace(settings, image_uri=""))
+
+
+def test_the_default_target_is_a_share_of_the_reported_capacity() -> None:
+    assert AutoscalingSettings(1, 4).target_for(14) == 9.8
+    assert AutoscalingSettings(1, 4, target_share=0.5).target_for(1) == 1.0  # never below one stream
+    assert AutoscalingSettings(1, 4, target_streams=3.0).target_for(None) == 3.0
+    with pytest.raises(ValueError, match="--target-streams"):
+        AutoscalingSettings(1, 4).target_for(None)

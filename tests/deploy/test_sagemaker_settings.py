@@ -24,12 +24,12 @@ def _build(**overrides: Any) -> DeploySettings:
     return build_settings(**options)
 
 
-def test_defaults_follow_the_aws_sample() -> None:
+def test_defaults_follow_the_aws_sample_with_our_own_image() -> None:
     settings = build_settings(role_arn=ROLE, environ={}, now=lambda: 1_764_400_000.9)
 
     assert settings.endpoint_name == "speakwire-1764400000"
     assert settings.region == "us-east-1"
-    assert settings.image_uri == "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:omni-sagemaker-cuda-v1.5"
+    assert (settings.image, settings.image_uri, settings.engine, settings.variant) == ("speakwire", "", "qwen3", "cuda")
     assert settings.instance_types == ("ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.xlarge", "ml.g4dn.xlarge")
     assert settings.model_id == "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
     assert settings.provision_timeout_s == 1200
@@ -39,7 +39,7 @@ def test_defaults_follow_the_aws_sample() -> None:
 
 
 def test_region_comes_from_aws_region_and_picks_the_dlc_of_that_region() -> None:
-    settings = build_settings(role_arn=ROLE, environ={"AWS_REGION": "eu-west-1"})
+    settings = build_settings(role_arn=ROLE, image="dlc", environ={"AWS_REGION": "eu-west-1"})
 
     assert settings.region == "eu-west-1"
     assert settings.image_uri.startswith("763104351884.dkr.ecr.eu-west-1.amazonaws.com/")
@@ -58,9 +58,47 @@ def test_explicit_region_and_image_win_over_the_environment() -> None:
 
 
 def test_the_sample_image_variable_is_honoured_without_image_uri() -> None:
-    settings = build_settings(role_arn=ROLE, environ={"VLLM_OMNI_IMAGE_URI": "mirror.example/vllm:omni"})
+    settings = build_settings(role_arn=ROLE, image="dlc", environ={"VLLM_OMNI_IMAGE_URI": "mirror.example/vllm:omni"})
 
     assert settings.image_uri == "mirror.example/vllm:omni"
+    assert build_settings(role_arn=ROLE, environ={"VLLM_OMNI_IMAGE_URI": "mirror.example/x"}).image_uri == ""
+
+
+def test_piper_goes_to_the_cpu_pools_with_no_model_and_no_inference_ami() -> None:
+    settings = _build(engine="piper")
+
+    assert settings.variant == "cpu"
+    assert settings.instance_types == (
+        "ml.c7i.xlarge", "ml.m7i.xlarge", "ml.c6i.xlarge", "ml.m6i.xlarge", "ml.c5.xlarge"
+    )  # fmt: skip
+    assert settings.model_id is None and settings.ami_version is None
+    assert _build(engine="piper", ami_version="custom-ami").ami_version == "custom-ami"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"engine": "piper", "model_id": "Qwen/x"}, "--model-id is a Qwen3 model"),
+        ({"engine": "piper", "gpu_memory_utilization": 0.5}, "not Piper"),
+        ({"engine": "piper", "image": "dlc"}, "Qwen3-TTS only"),
+        ({"engine": "qwen3", "instance_types": ["ml.g6.xlarge", "ml.c7i.xlarge"]}, "ml.c7i.xlarge has none"),
+        ({"engine": "kokoro"}, "unknown engine"),
+        ({"image": "docker"}, "unknown image"),
+        ({"image": "dlc", "max_instances": 2}, "DLC reports no stream capacity"),
+        ({"max_instances": 2, "target_share": 1.5}, r"\(0, 1\]"),
+    ],
+)
+def test_an_engine_image_or_pool_that_cannot_work_is_rejected(options: dict[str, object], message: str) -> None:
+    with pytest.raises(DeploySettingsError, match=message):
+        _build(**options)
+
+
+def test_an_image_uri_wins_over_the_image_choice_and_keeps_the_engine() -> None:
+    settings = _build(image="dlc", image_uri="111122223333.dkr.ecr.us-east-1.amazonaws.com/speakwire:cpu-1",
+                      engine="piper")  # fmt: skip
+
+    assert (settings.image, settings.engine) == ("uri", "piper")
+    assert settings.with_image("x/y:z").image_uri == "x/y:z"
 
 
 def test_role_is_read_from_the_environment_when_not_given() -> None:
@@ -182,7 +220,9 @@ def test_provision_timeout_must_be_within_the_service_bounds() -> None:
 
 def test_autoscaling_is_off_unless_asked_for_and_defaults_its_floor_and_target() -> None:
     assert _build().autoscaling is None
-    assert _build(max_instances=4).autoscaling == AutoscalingSettings(1, 4, 10.0)
+    assert _build(max_instances=4).autoscaling == AutoscalingSettings(1, 4, None, 0.7)
+    assert _build(max_instances=4, target_streams=5.0).autoscaling == AutoscalingSettings(1, 4, 5.0, 0.7)
+    assert _build(image="dlc", max_instances=4, target_streams=5.0).autoscaling is not None
 
 
 @pytest.mark.parametrize(
@@ -191,7 +231,7 @@ def test_autoscaling_is_off_unless_asked_for_and_defaults_its_floor_and_target()
         ({"min_instances": 2}, "needs --max-instances"),
         ({"min_instances": 0, "max_instances": 2}, "at least 1"),
         ({"min_instances": 3, "max_instances": 2}, "below --min-instances"),
-        ({"max_instances": 2, "target_invocations": 0.0}, "positive"),
+        ({"max_instances": 2, "target_streams": 0.0}, "positive"),
     ],
 )
 def test_inconsistent_autoscaling_options_are_rejected(options: dict[str, object], message: str) -> None:

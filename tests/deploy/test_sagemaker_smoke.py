@@ -5,11 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 import wave
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import pytest
+
 from speakwire.client.transport import TransportClosed
+from speakwire.client.websocket import WebSocketTransport
 from speakwire.deploy.sagemaker.smoke import run_smoke
+from speakwire.engines.piper import PiperEngine
+from speakwire.server.sagemaker.config import resolve_sagemaker_settings
+from support.live_server import LiveServer, start_server
 
 PCM = b"\x01\x00" * 4800  # 0.2 s of 24 kHz s16le
 
@@ -151,3 +157,25 @@ async def test_the_sample_rate_announced_by_audio_start_is_used_for_the_wav(tmp_
 
     with wave.open(str(output)) as wav:
         assert wav.getframerate() == 16000
+
+
+
+@pytest.fixture(scope="module")
+def sagemaker_piper(piper_engine: PiperEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    settings = resolve_sagemaker_settings({}, model_dir=tmp_path_factory.mktemp("nothing-mounted")).settings
+    live = start_server(settings, engine=piper_engine)
+    yield live
+    live.stop()
+
+
+async def test_without_a_voice_the_config_names_none_and_a_piper_server_speaks_with_its_own(
+    sagemaker_piper: LiveServer,
+) -> None:
+    # deploy --engine piper drops the default Vivian (a Qwen3 speaker): the embedded Piper voice has no such name.
+    url = sagemaker_piper.url.replace("http://", "ws://") + "/invocations-bidirectional-stream"
+    transport = await WebSocketTransport.connect(url)
+
+    result = await run_smoke(transport, voice=None, output_path=None, timeout_s=60)
+
+    assert result.ok, result.reason
+    assert result.sample_rate == 24000 and result.pcm_bytes > 24000

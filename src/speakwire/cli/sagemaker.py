@@ -41,7 +41,9 @@ def register(subparsers: Any) -> None:
         "deploy",
         help="create model, endpoint config and endpoint; smoke-test; keep or delete",
         description="Creates the endpoint, waits for InService, runs the streaming smoke test, then deletes "
-        "everything unless --keep-endpoint is given and the smoke test passed. Billing runs until deletion.",
+        "everything unless --keep-endpoint is given and the smoke test passed. Billing runs until deletion. "
+        "The image is speakwire's own for the engine (built with CodeBuild first when ECR lacks it) unless "
+        "--image dlc or --image-uri says otherwise.",
     )
     deploy.add_argument(
         "--endpoint-name", help="name for model, config and endpoint (default speakwire-<unix time>)"
@@ -50,15 +52,18 @@ def register(subparsers: Any) -> None:
     deploy.add_argument(
         "--instance-types",
         nargs="+",
-        default=list(s.DEFAULT_INSTANCE_TYPES),
         metavar="TYPE",
-        help="1-5 instance pools, highest priority first; quota is needed for each (default: %(default)s)",
+        help="1-5 instance pools, highest priority first; quota is needed for each (default: qwen3 "
+        f"{' '.join(s.GPU_INSTANCE_TYPES)}; piper {' '.join(s.CPU_INSTANCE_TYPES)})",
     )
+    deploy.add_argument("--engine", choices=s.ENGINES,
+                        help=f"qwen3 (GPU pools, inference AMI) or piper (CPU pools) (default: {s.DEFAULT_ENGINE})")
+    deploy.add_argument("--image", choices=s.IMAGE_SOURCES, default="speakwire",
+                        help="speakwire: our image for the engine, built if ECR lacks it; dlc: the vLLM-Omni DLC "
+                        "(default: %(default)s)")
     deploy.add_argument("--role", help=f"execution role ARN (default ${s.ROLE_ENV})")
-    deploy.add_argument(
-        "--image-uri", help="serving image (default: the vLLM-Omni SageMaker DLC for the region)"
-    )
-    deploy.add_argument("--model-id", default=s.DEFAULT_MODEL_ID, help="SM_VLLM_MODEL (default: %(default)s)")
+    deploy.add_argument("--image-uri", help="serving image; overrides --image")
+    deploy.add_argument("--model-id", help=f"SM_VLLM_MODEL, qwen3 only (default: {s.DEFAULT_MODEL_ID})")
     deploy.add_argument(
         "--gpu-memory-utilization", type=float, help="SM_VLLM_GPU_MEMORY_UTILIZATION, e.g. 0.45"
     )
@@ -77,7 +82,7 @@ def register(subparsers: Any) -> None:
         help="per-pool provisioning timeout before falling back to the next pool (default: %(default)s)",
     )
     deploy.add_argument(
-        "--ami-version", default=s.DEFAULT_AMI_VERSION, help="InferenceAmiVersion (default: %(default)s)"
+        "--ami-version", help=f"InferenceAmiVersion (default: {s.DEFAULT_AMI_VERSION} for qwen3, none for piper)"
     )
     deploy.add_argument(
         "--keep-endpoint", action="store_true", help="keep the endpoint running if the smoke test passes"
@@ -85,11 +90,15 @@ def register(subparsers: Any) -> None:
     deploy.add_argument("--min-instances", type=int, help="autoscaling floor (default 1 with autoscaling)")
     deploy.add_argument("--max-instances", type=int, help="autoscaling ceiling; turns autoscaling on")
     deploy.add_argument(
-        "--target-invocations",
+        "--target-streams",
         type=float,
-        help="autoscaling target, invocations per instance per minute "
-        f"(default {s.DEFAULT_TARGET_INVOCATIONS:g})",
+        help="autoscaling target, concurrent requests (open streams) per instance "
+        "(default: --target-share of the capacity the image reports in /ready)",
     )
+    deploy.add_argument(
+        "--target-share", type=float, help=f"share of the reported capacity (default {s.DEFAULT_TARGET_SHARE:g})"
+    )
+    _add_build_options(deploy)
     _add_smoke_options(deploy, smoke)
     deploy.set_defaults(func=run_deploy)
 
@@ -286,7 +295,10 @@ def _endpoint_smoke(args: argparse.Namespace, region: str) -> Callable[[str], An
 
 def run_deploy(args: argparse.Namespace) -> int:
     from speakwire.deploy.sagemaker.bidi import load_bidi_sdk
+    from speakwire.deploy.sagemaker.build_context import BuildContextError
+    from speakwire.deploy.sagemaker.build_requests import BuildSettingsError
     from speakwire.deploy.sagemaker.settings import DeploySettingsError, build_settings
+    from speakwire.deploy.sagemaker.smoke import DEFAULT_VOICE
 
     try:
         settings = build_settings(
@@ -294,6 +306,8 @@ def run_deploy(args: argparse.Namespace) -> int:
             region=args.region,
             role_arn=args.role,
             image_uri=args.image_uri,
+            image=args.image,
+            engine=args.engine,
             instance_types=args.instance_types,
             model_id=args.model_id,
             gpu_memory_utilization=args.gpu_memory_utilization,
@@ -303,14 +317,19 @@ def run_deploy(args: argparse.Namespace) -> int:
             keep_endpoint=args.keep_endpoint,
             min_instances=args.min_instances,
             max_instances=args.max_instances,
-            target_invocations=args.target_invocations,
+            target_streams=args.target_streams,
+            target_share=args.target_share,
         )
+        # Our image's build inputs are checked now too, not after the endpoint's first minutes.
+        build_inputs = _build_inputs(args, settings.region, settings.variant) if settings.image == "speakwire" else None
         boto3 = _boto3()
         # The smoke test needs the bidirectional client; find out now, not after paying for an endpoint.
         load_bidi_sdk()
         args.model_invocation_path = _invocation_path(args.model_invocation_path)
-    except (DeploySettingsError, MissingExtraError, ValueError) as exc:
+    except (DeploySettingsError, BuildSettingsError, BuildContextError, MissingExtraError, ValueError) as exc:
         return _fail(f"{exc}; nothing was created", EXIT_USAGE)
+    if settings.engine == "piper" and args.voice == DEFAULT_VOICE:
+        args.voice = None  # Vivian is a Qwen3 speaker: Piper's smoke test speaks with its own default voice
 
     from speakwire.deploy.sagemaker.deploy import deploy
 
@@ -320,15 +339,28 @@ def run_deploy(args: argparse.Namespace) -> int:
             "no AWS credentials found (environment, ~/.aws, SSO or instance role); nothing was created",
             EXIT_USAGE,
         )
+    if build_inputs is not None:
+        from speakwire.deploy.sagemaker.build import BuildClients, BuildError, build_image
+
+        build_request, context = build_inputs
+        try:
+            image = build_image(BuildClients.from_session(session), context, build_request)
+        except BuildError as exc:
+            return _fail(f"{exc}; no endpoint was created", EXIT_FAILED)
+        except KeyboardInterrupt:
+            return _fail("interrupted during the image build; no endpoint was created", EXIT_INTERRUPTED)
+        settings = settings.with_image(image.image_uri)
+    derive_target = settings.autoscaling is not None and settings.autoscaling.target_streams is None
     try:
         result = deploy(
             session.client("sagemaker"),
             settings,
             smoke=_endpoint_smoke(args, settings.region),
             autoscaling_client=session.client("application-autoscaling") if settings.autoscaling else None,
+            runtime_client=session.client("sagemaker-runtime") if derive_target else None,
         )
     except _aws_errors() as exc:
-        return _fail(str(exc), EXIT_FAILED)
+        return _fail(_aws_failure(exc), EXIT_FAILED)
     except KeyboardInterrupt:
         return _fail("interrupted; what this run created has been deleted (see above)", EXIT_INTERRUPTED)
     if result.cleanup is not None and not result.cleanup.ok:
@@ -342,6 +374,16 @@ def run_deploy(args: argparse.Namespace) -> int:
     if not result.ok:
         return _fail(result.reason, EXIT_FAILED)
     return 0
+
+
+def _aws_failure(exc: BaseException) -> str:
+    """The error, with the IAM action named first when the call was refused."""
+    from speakwire.deploy.sagemaker.aws_errors import refused_permission
+
+    operation = str(getattr(exc, "operation_name", ""))
+    service = "application-autoscaling" if operation.endswith(("ScalableTarget", "ScalingPolicy")) else "sagemaker"
+    action = refused_permission(exc, service)
+    return f"access denied: the caller needs {action}; {exc}" if action else str(exc)
 
 
 def _invocation_path(path: str) -> str:

@@ -1,7 +1,8 @@
 """Create a SageMaker endpoint, prove it speaks, then keep it or clean up everything.
 
 The order is the AWS sample's — model, endpoint config, endpoint, wait for InService,
-report the pool that landed, smoke test — with one rule added: nothing this run created
+report the pool that landed, autoscaling (its target a share of the capacity the image
+reports, read through ``/invocations``), smoke test — with one rule added: nothing this run created
 outlives it unless the user asked to keep the endpoint *and* the smoke test passed. A
 failed waiter, a failed smoke test, any exception after the model exists, and Ctrl-C
 during the 5–20 minute wait all lead to the same cleanup, limited to what was created.
@@ -22,6 +23,7 @@ from botocore.exceptions import (
 )
 
 from speakwire.deploy.sagemaker.aws_errors import error_message, is_not_found
+from speakwire.deploy.sagemaker.capacity_probe import CapacityProbeError, reported_capacity
 from speakwire.deploy.sagemaker.delete import DeleteResult, Resource, delete
 from speakwire.deploy.sagemaker.progress import report_endpoint_polls
 from speakwire.deploy.sagemaker.requests import (
@@ -32,7 +34,7 @@ from speakwire.deploy.sagemaker.requests import (
     put_scaling_policy_request,
     register_scalable_target_request,
 )
-from speakwire.deploy.sagemaker.settings import DeploySettings
+from speakwire.deploy.sagemaker.settings import AutoscalingSettings, DeploySettings
 from speakwire.deploy.sagemaker.smoke import SmokeResult
 from speakwire.deploy.sagemaker.status import landed_instance_type
 
@@ -69,6 +71,7 @@ def deploy(
     waiter_config: Mapping[str, int] | None = None,
     delete_waiter_config: Mapping[str, int] | None = None,
     autoscaling_client: Any = None,
+    runtime_client: Any = None,
     log: Log = print,
 ) -> DeployResult:
     """Deploy, smoke-test, and keep or delete the endpoint.
@@ -82,18 +85,25 @@ def deploy(
         delete_waiter_config: ``WaiterConfig`` for ``endpoint_deleted`` during cleanup.
         autoscaling_client: A boto3 ``application-autoscaling`` client; required when
             ``settings.autoscaling`` is set.
+        runtime_client: A boto3 ``sagemaker-runtime`` client; required when the autoscaling
+            target is to be derived from the capacity the image reports (no ``target_streams``).
         log: Where progress goes.
 
     Returns:
         A :class:`DeployResult`. A failed waiter or smoke test is a result, not an exception.
 
     Raises:
-        ValueError: Autoscaling asked for without ``autoscaling_client`` (before any call).
+        ValueError: Autoscaling asked for without the clients it needs, or the image is not
+            resolved yet (before any call).
         botocore.exceptions.ClientError: A create call failed; whatever was created before
             it has been deleted first.
     """
     if settings.autoscaling is not None and autoscaling_client is None:
         raise ValueError("settings.autoscaling is set but no autoscaling_client was given")
+    if settings.autoscaling is not None and settings.autoscaling.target_streams is None and runtime_client is None:
+        raise ValueError("the autoscaling target comes from the image's capacity, but no runtime_client was given")
+    if not settings.image_uri:
+        raise ValueError("settings.image_uri is not resolved; find or build speakwire's image first")
     name = settings.endpoint_name
     created: list[Resource] = []
     scaling_registered = False
@@ -141,15 +151,20 @@ def deploy(
         log(f"endpoint {name} is InService on {instance_type or 'an unreported instance type'}")
 
         if settings.autoscaling is not None:
+            try:
+                target = _scaling_target(settings.autoscaling, runtime_client, name, log)
+            except CapacityProbeError as exc:
+                reason = f"autoscaling needs a target: {exc}; pass --target-streams"
+                return DeployResult(name, ok=False, kept=False, reason=reason, instance_type=instance_type,
+                                    cleanup=clean_up(reason))  # fmt: skip
             autoscaling_client.register_scalable_target(
                 **register_scalable_target_request(name, settings.autoscaling)
             )
             scaling_registered = True
-            autoscaling_client.put_scaling_policy(**put_scaling_policy_request(name, settings.autoscaling))
+            autoscaling_client.put_scaling_policy(**put_scaling_policy_request(name, target))
             log(
                 f"autoscaling: {settings.autoscaling.min_instances}–{settings.autoscaling.max_instances} "
-                f"instances, target {settings.autoscaling.target_invocations_per_instance:g} "
-                "invocations per instance per minute"
+                f"instances, target {target:g} concurrent requests (open streams) per instance"
             )
 
         log("running the smoke test")
@@ -173,6 +188,19 @@ def deploy(
     return DeployResult(name, ok=True, kept=True, instance_type=instance_type, smoke=result)
 
 
+def _scaling_target(autoscaling: AutoscalingSettings, runtime_client: Any, name: str, log: Log) -> float:
+    """The explicit target, or the configured share of the capacity the running image reports in /ready."""
+    if autoscaling.target_streams is not None:
+        return autoscaling.target_streams
+    capacity = reported_capacity(runtime_client, name)
+    target = autoscaling.target_for(capacity.streams)
+    log(
+        f"the image reports {capacity.streams} stream(s) per instance ({capacity.source}); "
+        f"scaling target {autoscaling.target_share:.0%} of that = {target:g}"
+    )
+    return target
+
+
 def _deregister_scaling(autoscaling_client: Any, name: str, log: Log) -> None:
     # Deleting an endpoint deregisters its scalable target only when the caller may call
     # DeregisterScalableTarget; doing it explicitly reports a missing permission here.
@@ -188,8 +216,10 @@ def _deregister_scaling(autoscaling_client: Any, name: str, log: Log) -> None:
 
 def _log_plan(settings: DeploySettings, log: Log) -> None:
     log(f"deploying {settings.endpoint_name} in {settings.region}")
-    log(f"  image: {settings.image_uri}")
-    log(f"  model: {settings.model_id}")
+    log(f"  image: {settings.image_uri} ({settings.image})")
+    log(f"  engine: {settings.engine}" + (f", model {settings.model_id}" if settings.model_id else ", embedded voice"))
+    if settings.ami_version:
+        log(f"  inference AMI: {settings.ami_version}")
     log("  instance pools (priority order, one instance in total): " + ", ".join(settings.instance_types))
     log("  billing starts now and lasts until the endpoint is deleted")
 

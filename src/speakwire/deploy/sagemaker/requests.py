@@ -19,7 +19,10 @@ from speakwire.deploy.sagemaker.settings import (
 VARIANT_NAME = "AllTraffic"
 SERVICE_NAMESPACE = "sagemaker"
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
-SCALING_METRIC = "SageMakerVariantInvocationsPerInstance"
+# Requests in flight per model container, sampled every 10 s: an open stream counts until its
+# last byte, so this tracks open streams, which is what a speakwire instance's capacity limits
+# (invocations per minute would count a 30-second stream and a 1-second one the same).
+SCALING_METRIC = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
 # GPU instances take minutes to provision and the model minutes to warm up: scale out no
 # more than every 5 minutes and scale in slowly, so a burst does not thrash capacity.
 SCALE_OUT_COOLDOWN_S = 300
@@ -29,13 +32,16 @@ Request = dict[str, Any]
 
 
 def container_environment(settings: DeploySettings) -> dict[str, str]:
-    """The container's environment: ``SM_VLLM_MODEL`` always, GPU memory when set, then ``--env`` extras.
+    """The container's environment: ``SM_VLLM_MODEL`` (Qwen3), GPU memory when set, then ``--env`` extras.
 
     The vLLM-Omni DLC turns every ``SM_VLLM_*`` variable into a ``vllm serve`` flag;
     speakwire's image reads ``SM_VLLM_MODEL`` the same way and its own ``SPEAKWIRE_*``
-    variables, so one environment serves either image.
+    variables, so one environment serves either image. Piper gets no ``SM_VLLM_MODEL``:
+    speakwire would take it as a Qwen3 model to load.
     """
-    environment = {MODEL_ENV: settings.model_id}
+    environment: dict[str, str] = {}
+    if settings.model_id is not None:
+        environment[MODEL_ENV] = settings.model_id
     if settings.gpu_memory_utilization is not None:
         environment[GPU_MEMORY_ENV] = f"{settings.gpu_memory_utilization:g}"
     environment.update(settings.extra_environment)
@@ -43,7 +49,13 @@ def container_environment(settings: DeploySettings) -> dict[str, str]:
 
 
 def create_model_request(settings: DeploySettings) -> Request:
-    """``CreateModel``: one container, the image and its environment, and the execution role."""
+    """``CreateModel``: one container, the image and its environment, and the execution role.
+
+    Raises:
+        ValueError: The image is not resolved yet (speakwire's image before it is found or built).
+    """
+    if not settings.image_uri:
+        raise ValueError("the image URI is not resolved yet; find or build speakwire's image first")
     return {
         "ModelName": settings.endpoint_name,
         "PrimaryContainer": {
@@ -60,24 +72,23 @@ def create_endpoint_config_request(settings: DeploySettings) -> Request:
     ``InstancePools`` replaces ``InstanceType`` (giving both is rejected); Priority 1 is
     tried first and the next pool only on insufficient capacity. One instance is
     provisioned in total, not one per pool. Needs botocore ≥ 1.43.1: older models reject
-    ``InstancePools`` client-side.
+    ``InstancePools`` client-side. ``InferenceAmiVersion`` only when set: the inference
+    AMIs are GPU images (their driver is what the bidirectional stream needs on GPUs), and
+    CPU variants run on SageMaker's default host image.
     """
-    return {
-        "EndpointConfigName": settings.endpoint_name,
-        "ProductionVariants": [
-            {
-                "VariantName": VARIANT_NAME,
-                "ModelName": settings.endpoint_name,
-                "InitialInstanceCount": 1,
-                "InstancePools": [
-                    {"InstanceType": instance_type, "Priority": priority}
-                    for priority, instance_type in enumerate(settings.instance_types, start=1)
-                ],
-                "VariantInstanceProvisionTimeoutInSeconds": settings.provision_timeout_s,
-                "InferenceAmiVersion": settings.ami_version,
-            }
+    variant: Request = {
+        "VariantName": VARIANT_NAME,
+        "ModelName": settings.endpoint_name,
+        "InitialInstanceCount": 1,
+        "InstancePools": [
+            {"InstanceType": instance_type, "Priority": priority}
+            for priority, instance_type in enumerate(settings.instance_types, start=1)
         ],
+        "VariantInstanceProvisionTimeoutInSeconds": settings.provision_timeout_s,
     }
+    if settings.ami_version is not None:
+        variant["InferenceAmiVersion"] = settings.ami_version
+    return {"EndpointConfigName": settings.endpoint_name, "ProductionVariants": [variant]}
 
 
 def create_endpoint_request(settings: DeploySettings) -> Request:
@@ -92,7 +103,7 @@ def scalable_resource_id(endpoint_name: str) -> str:
 
 def scaling_policy_name(endpoint_name: str) -> str:
     """One target-tracking policy per endpoint, named after it so it is easy to find."""
-    return f"{endpoint_name}-invocations-per-instance"
+    return f"{endpoint_name}-concurrent-streams"
 
 
 def register_scalable_target_request(endpoint_name: str, autoscaling: AutoscalingSettings) -> Request:
@@ -106,8 +117,12 @@ def register_scalable_target_request(endpoint_name: str, autoscaling: Autoscalin
     }
 
 
-def put_scaling_policy_request(endpoint_name: str, autoscaling: AutoscalingSettings) -> Request:
-    """``PutScalingPolicy``: target tracking on invocations per instance (per minute)."""
+def put_scaling_policy_request(endpoint_name: str, target_value: float) -> Request:
+    """``PutScalingPolicy``: target tracking on concurrent requests per model container.
+
+    ``target_value`` comes from :meth:`AutoscalingSettings.target_for` (the explicit
+    ``--target-streams``, or a share of the capacity the running image reports).
+    """
     return {
         "PolicyName": scaling_policy_name(endpoint_name),
         "ServiceNamespace": SERVICE_NAMESPACE,
@@ -115,7 +130,7 @@ def put_scaling_policy_request(endpoint_name: str, autoscaling: AutoscalingSetti
         "ScalableDimension": SCALABLE_DIMENSION,
         "PolicyType": "TargetTrackingScaling",
         "TargetTrackingScalingPolicyConfiguration": {
-            "TargetValue": autoscaling.target_invocations_per_instance,
+            "TargetValue": target_value,
             "PredefinedMetricSpecification": {"PredefinedMetricType": SCALING_METRIC},
             "ScaleOutCooldown": SCALE_OUT_COOLDOWN_S,
             "ScaleInCooldown": SCALE_IN_COOLDOWN_S,

@@ -70,7 +70,7 @@ async def run_smoke(
     transport: StreamTransport,
     *,
     text: str = DEFAULT_TEXT,
-    voice: str = DEFAULT_VOICE,
+    voice: str | None = DEFAULT_VOICE,
     language: str | None = DEFAULT_LANGUAGE,
     output_path: Path | None = DEFAULT_OUTPUT,
     timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -84,7 +84,8 @@ async def run_smoke(
     Args:
         transport: An open stream to the server.
         text: What to say.
-        voice: Speaker name (Qwen3-TTS CustomVoice speakers include Vivian, Ryan, Serena).
+        voice: Speaker name (Qwen3-TTS CustomVoice speakers include Vivian, Ryan, Serena), or None for
+            the server's default voice (Piper's embedded voice has no Vivian).
         language: Language name, or None to let the server decide.
         output_path: Where to write the audio as 16-bit mono WAV (when any arrived); None to skip.
         timeout_s: Deadline for the whole exchange.
@@ -95,12 +96,9 @@ async def run_smoke(
     """
     start = clock()
     seen = _Exchange()
-    config: dict[str, object] = {
-        "type": "session.config",
-        "voice": voice,
-        "response_format": "pcm",
-        "stream_audio": True,
-    }
+    config: dict[str, object] = {"type": "session.config", "response_format": "pcm", "stream_audio": True}
+    if voice is not None:
+        config["voice"] = voice
     if language is not None:
         config["language"] = language
     timed_out = False

@@ -1,0 +1,187 @@
+"""``speakwire sagemaker deploy`` with our own image: found (or built) first, then deployed on the engine's pools.
+
+Every AWS client is a real boto3 client behind a Stubber, and one list records the calls
+across all of them, so the order — image lookup, create, wait, capacity probe, scaling,
+smoke test — is asserted whole. Only the bidirectional smoke test is replaced (its client
+needs Python 3.12; it has its own tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.response import StreamingBody
+from botocore.stub import Stubber
+from sagemaker_stubs import ACCOUNT, FAST_WAITER, NAME, REGION, ROLE, arn, endpoint_description, pools
+
+from speakwire.cli import sagemaker as cli
+from speakwire.deploy.sagemaker import bidi
+from speakwire.deploy.sagemaker import deploy as deploy_module
+from speakwire.deploy.sagemaker.build_context import collect
+from speakwire.deploy.sagemaker.smoke import SmokeResult
+
+REPO = Path(__file__).parents[2]
+SERVICES = ("sts", "ecr", "s3", "codebuild", "logs", "sagemaker", "sagemaker-runtime", "application-autoscaling")
+PASSED = SmokeResult(ok=True, reason="", pcm_bytes=48_000, sample_rate=24000)
+
+
+class FakeBoto3:
+    """The boto3 module as the CLI uses it: ``Session(region_name=...)`` → Stubber-backed real clients."""
+
+    def __init__(self) -> None:
+        real = boto3.session.Session(region_name=REGION, aws_access_key_id="t", aws_secret_access_key="t")
+        self.clients = {name: real.client(name) for name in SERVICES}
+        self.stubs = {name: Stubber(client) for name, client in self.clients.items()}
+        self.calls: list[str] = []
+        for client in self.clients.values():
+            client.meta.events.register("before-call.*.*", self._record)
+        for stub in self.stubs.values():
+            stub.activate()
+
+    def _record(self, model: Any, **_: Any) -> None:
+        self.calls.append(model.name)
+
+    def Session(self, region_name: str) -> FakeBoto3:
+        assert region_name == REGION
+        return self
+
+    def client(self, service: str) -> Any:
+        return self.clients[service]
+
+    def get_credentials(self) -> object:
+        return object()
+
+    def assert_all_used(self) -> None:
+        for stub in self.stubs.values():
+            stub.assert_no_pending_responses()
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> FakeBoto3:
+    fake = FakeBoto3()
+    monkeypatch.setattr(cli, "_boto3", lambda: fake)
+    monkeypatch.setattr(bidi, "load_bidi_sdk", lambda: None)
+    monkeypatch.setattr(deploy_module, "DEFAULT_WAITER_CONFIG", FAST_WAITER)
+    monkeypatch.delenv("SPEAKWIRE_CODEBUILD_ROLE_ARN", raising=False)
+    return fake
+
+
+@pytest.fixture
+def smoked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+
+    def endpoint_smoke(args: argparse.Namespace, region: str) -> Any:
+        def smoke(name: str) -> SmokeResult:
+            calls.append(f"{name} voice={args.voice}")
+            return PASSED
+
+        return smoke
+
+    monkeypatch.setattr(cli, "_endpoint_smoke", endpoint_smoke)
+    return calls
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="speakwire")
+    cli.register(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(["sagemaker", "deploy", "--endpoint-name", NAME, "--region", REGION, "--role", ROLE,
+                              "--context-dir", str(REPO), *argv])  # fmt: skip
+
+
+def image_uri(variant: str) -> str:
+    return f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/speakwire:{collect(REPO, variant).tag}"  # type: ignore[arg-type]
+
+
+def queue_image(aws: FakeBoto3, variant: str, *, found: bool) -> None:
+    aws.stubs["sts"].add_response("get_caller_identity", {"Account": ACCOUNT}, {})
+    request = {"repositoryName": "speakwire", "imageIds": [{"imageTag": collect(REPO, variant).tag}]}  # type: ignore[arg-type]
+    if found:
+        aws.stubs["ecr"].add_response("describe_images", {"imageDetails": [{"imageDigest": "sha256:" + "1" * 64}]},
+                                      request)  # fmt: skip
+    else:
+        aws.stubs["ecr"].add_client_error("describe_images", service_error_code="ImageNotFoundException",
+                                          expected_params=request)  # fmt: skip
+
+
+def test_piper_deploys_our_cpu_image_on_cpu_pools_and_scales_on_70_percent_of_its_reported_capacity(
+    aws: FakeBoto3, smoked: list[str]
+) -> None:
+    queue_image(aws, "cpu", found=True)
+    sm = aws.stubs["sagemaker"]
+    sm.add_response("create_model", {"ModelArn": arn("model")}, {
+        "ModelName": NAME, "PrimaryContainer": {"Image": image_uri("cpu"), "Environment": {}}, "ExecutionRoleArn": ROLE,
+    })  # fmt: skip
+    cpu_pools = ["ml.c7i.xlarge", "ml.m7i.xlarge", "ml.c6i.xlarge", "ml.m6i.xlarge", "ml.c5.xlarge"]
+    sm.add_response("create_endpoint_config", {"EndpointConfigArn": arn("endpoint-config")}, {
+        "EndpointConfigName": NAME,
+        "ProductionVariants": [{
+            "VariantName": "AllTraffic", "ModelName": NAME, "InitialInstanceCount": 1,
+            "InstancePools": [{"InstanceType": t, "Priority": i} for i, t in enumerate(cpu_pools, 1)],
+            "VariantInstanceProvisionTimeoutInSeconds": 1200,  # and no InferenceAmiVersion: CPU hosts
+        }],
+    })  # fmt: skip
+    sm.add_response("create_endpoint", {"EndpointArn": arn("endpoint")}, {"EndpointName": NAME,
+                                                                        "EndpointConfigName": NAME})  # fmt: skip
+    sm.add_response("describe_endpoint", endpoint_description("InService"), {"EndpointName": NAME})
+    sm.add_response("describe_endpoint", endpoint_description("InService", **pools(("ml.c7i.xlarge", 1))),
+                    {"EndpointName": NAME})  # fmt: skip
+    ready = json.dumps({"status": "ready", "capacity": {"streams": 12, "source": "measured"}}).encode()
+    aws.stubs["sagemaker-runtime"].add_response(
+        "invoke_endpoint", {"Body": StreamingBody(io.BytesIO(ready), len(ready))},
+        {"EndpointName": NAME, "ContentType": "application/json", "Accept": "application/json",
+         "CustomAttributes": "route=/ready", "Body": b"{}"},
+    )  # fmt: skip
+    scaling = aws.stubs["application-autoscaling"]
+    target = {"ServiceNamespace": "sagemaker", "ResourceId": f"endpoint/{NAME}/variant/AllTraffic",
+              "ScalableDimension": "sagemaker:variant:DesiredInstanceCount"}  # fmt: skip
+    scaling.add_response("register_scalable_target", {}, {**target, "MinCapacity": 1, "MaxCapacity": 3})
+    scaling.add_response("put_scaling_policy", {"PolicyARN": "arn:p"}, {
+        "PolicyName": f"{NAME}-concurrent-streams", **target, "PolicyType": "TargetTrackingScaling",
+        "TargetTrackingScalingPolicyConfiguration": {
+            "TargetValue": 8.4,  # 70 % of 12
+            "PredefinedMetricSpecification": {
+                "PredefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"},
+            "ScaleOutCooldown": 300, "ScaleInCooldown": 600,
+        },
+    })  # fmt: skip
+    args = parse("--engine", "piper", "--keep-endpoint", "--max-instances", "3")
+
+    assert args.func(args) == 0
+    aws.assert_all_used()
+    assert aws.calls == [
+        "GetCallerIdentity", "DescribeImages", "CreateModel", "CreateEndpointConfig", "CreateEndpoint",
+        "DescribeEndpoint", "DescribeEndpoint", "InvokeEndpoint", "RegisterScalableTarget", "PutScalingPolicy",
+    ]  # fmt: skip
+    assert smoked == [f"{NAME} voice=None"]  # Piper speaks with its own voice, not Qwen3's Vivian
+
+
+def test_an_image_missing_from_ecr_without_a_codebuild_role_creates_no_endpoint(
+    aws: FakeBoto3, smoked: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    queue_image(aws, "cuda", found=False)
+    args = parse()
+
+    assert args.func(args) == 1
+    err = capsys.readouterr().err
+    assert "--codebuild-role-arn" in err and "no endpoint was created" in err
+    assert aws.calls == ["GetCallerIdentity", "DescribeImages"] and smoked == []
+
+
+def test_a_refused_create_model_names_the_permission(
+    aws: FakeBoto3, smoked: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    aws.stubs["sagemaker"].add_client_error(
+        "create_model", service_error_code="AccessDeniedException", service_message="Access denied",
+        http_status_code=400,
+    )  # fmt: skip
+    args = parse("--image", "dlc")
+
+    assert args.func(args) == 1
+    assert "access denied: the caller needs sagemaker:CreateModel" in capsys.readouterr().err
+    assert aws.calls == ["CreateModel"]  # the DLC needs no image lookup; nothing was created to clean up
