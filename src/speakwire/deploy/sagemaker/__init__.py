@@ -11,6 +11,11 @@ One idea per module:
 - ``bidi`` / ``bidi_frames``: that transport over SageMaker's bidirectional stream, and the
   pure payload-part ↔ message mapping under it;
 - ``reference_audio`` / ``speech_response``: the audio going into and coming out of ``invoke``.
+- ``build_context`` (pure: the files a Dockerfile copies, zipped deterministically, and the tag hashed from them),
+  ``build_requests`` (the CodeBuild/ECR/S3 requests and the inline buildspec), ``build_progress`` (phase lines and
+  the log tail) and ``build`` (the CodeBuild flow of ``speakwire sagemaker build``);
+- ``capacity_probe``: the capacity a running image reports in ``/ready``, read through ``InvokeEndpoint``, for the
+  autoscaling target.
 - ``local_runtime``: a local stand-in for the SageMaker runtime's REST API (``speakwire sagemaker local``),
   over ``event_stream`` (the response stream's binary framing) and ``runtime_errors`` (its error replies).
 
