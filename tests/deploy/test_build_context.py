@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from speakwire.deploy.sagemaker.build_context import BuildContextError, collect, copy_sources
+from speakwire.deploy.sagemaker.build_context import BuildContextError, collect, copy_sources, mirrored_base_images
 
 REPO = Path(__file__).parents[2]
 
@@ -122,3 +122,29 @@ def test_both_real_dockerfiles_resolve_to_a_context_with_the_package_and_the_ent
         assert "src/speakwire/cli/main.py" in paths
         assert not any("__pycache__" in p or p.startswith("tests/") for p in paths)
         assert context.tag.startswith(f"{variant}-")
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "given", "expected"),
+    [
+        (
+            "ARG BASE_IMAGE=python:3.11-slim\nFROM ${BASE_IMAGE} AS build\nFROM $BASE_IMAGE\n",
+            {},
+            {"BASE_IMAGE": "public.ecr.aws/docker/library/python:3.11-slim"},
+        ),
+        (
+            "ARG B=docker.io/library/debian:bookworm\nFROM ${B}\n",
+            {},
+            {"B": "public.ecr.aws/docker/library/debian:bookworm"},
+        ),
+        ("ARG B=python:3.11\nFROM ${B}\n", {"B": "mine"}, {}),  # the user's own choice wins
+        ("ARG B=nvidia/cuda:12.8.1-runtime-ubuntu24.04\nFROM ${B}\n", {}, {}),  # not an official image
+        ("ARG B=ghcr.io/org/img:1\nFROM ${B}\n", {}, {}),  # another registry
+        ("ARG B=python:3.11\nFROM python:3.11\n", {}, {}),  # declared but not the base
+        ("FROM python:3.11\nARG B=python:3.11\nFROM ${B}\n", {}, {}),  # declared after FROM: a stage arg
+    ],
+)
+def test_only_official_docker_hub_bases_given_by_arg_are_mirrored(
+    dockerfile: str, given: dict[str, str], expected: dict[str, str]
+) -> None:
+    assert mirrored_base_images(dockerfile, given) == expected

@@ -12,7 +12,7 @@ from botocore.stub import Stubber
 from sagemaker_stubs import ACCOUNT, REGION
 
 from speakwire.cli import sagemaker as cli
-from speakwire.deploy.sagemaker.build_context import collect
+from speakwire.deploy.sagemaker.build_context import collect, mirrored_base_images
 
 REPO = Path(__file__).parents[2]
 
@@ -71,7 +71,8 @@ def test_invalid_build_options_exit_2_before_any_aws_call(
 def test_build_prints_the_uri_of_an_image_already_in_ecr(
     session: FakeSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    tag = collect(REPO, "cuda").tag
+    dockerfile = (REPO / "deploy/sagemaker/Dockerfile.cuda").read_text()
+    tag = collect(REPO, "cuda", build_args=mirrored_base_images(dockerfile, {})).tag
     session.stubs["sts"].add_response("get_caller_identity", {"Account": ACCOUNT}, {})
     session.stubs["ecr"].add_response(
         "describe_images",
@@ -93,3 +94,24 @@ def test_build_without_a_role_when_ecr_lacks_the_tag_exits_1_naming_the_option(
 
     assert args.func(args) == 1
     assert "--codebuild-role-arn" in capsys.readouterr().err
+
+
+def test_an_official_base_image_given_by_arg_comes_from_ecr_public_unless_asked_not_to(
+    session: FakeSession, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = tmp_path / "checkout"
+    (root / "deploy" / "sagemaker").mkdir(parents=True)
+    (root / "deploy" / "sagemaker" / "Dockerfile.cpu").write_text(
+        "ARG BASE_IMAGE=python:3.11-slim\nFROM ${BASE_IMAGE}\n"
+    )
+
+    _, context = cli._build_inputs(parse("build", "--context-dir", str(root)), REGION, "cpu")
+    assert context.build_args == (("BASE_IMAGE", "public.ecr.aws/docker/library/python:3.11-slim"),)
+    assert "ECR Public" in capsys.readouterr().out
+
+    _, hub = cli._build_inputs(parse("build", "--context-dir", str(root), "--no-base-mirror"), REGION, "cpu")
+    assert hub.build_args == () and hub.tag != context.tag
+    _, own = cli._build_inputs(
+        parse("build", "--context-dir", str(root), "--build-arg", "BASE_IMAGE=mine"), REGION, "cpu"
+    )
+    assert own.build_args == (("BASE_IMAGE", "mine"),)

@@ -23,7 +23,7 @@ from sagemaker_stubs import ACCOUNT, FAST_WAITER, NAME, REGION, ROLE, arn, endpo
 from speakwire.cli import sagemaker as cli
 from speakwire.deploy.sagemaker import bidi
 from speakwire.deploy.sagemaker import deploy as deploy_module
-from speakwire.deploy.sagemaker.build_context import collect
+from speakwire.deploy.sagemaker.build_context import collect, dockerfile_path, mirrored_base_images
 from speakwire.deploy.sagemaker.smoke import SmokeResult
 
 REPO = Path(__file__).parents[2]
@@ -94,13 +94,19 @@ def parse(*argv: str) -> argparse.Namespace:
                               "--context-dir", str(REPO), *argv])  # fmt: skip
 
 
+def tag(variant: str) -> str:
+    """The tag the CLI computes: the checkout's context, with any official base image taken from ECR Public."""
+    dockerfile = (REPO / dockerfile_path(variant)).read_text()  # type: ignore[arg-type]
+    return collect(REPO, variant, build_args=mirrored_base_images(dockerfile, {})).tag  # type: ignore[arg-type]
+
+
 def image_uri(variant: str) -> str:
-    return f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/speakwire:{collect(REPO, variant).tag}"  # type: ignore[arg-type]
+    return f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/speakwire:{tag(variant)}"
 
 
 def queue_image(aws: FakeBoto3, variant: str, *, found: bool) -> None:
     aws.stubs["sts"].add_response("get_caller_identity", {"Account": ACCOUNT}, {})
-    request = {"repositoryName": "speakwire", "imageIds": [{"imageTag": collect(REPO, variant).tag}]}  # type: ignore[arg-type]
+    request = {"repositoryName": "speakwire", "imageIds": [{"imageTag": tag(variant)}]}
     if found:
         aws.stubs["ecr"].add_response("describe_images", {"imageDetails": [{"imageDigest": "sha256:" + "1" * 64}]},
                                       request)  # fmt: skip

@@ -179,6 +179,8 @@ def _add_build_options(parser: argparse.ArgumentParser) -> None:
                         help="docker build --build-arg, e.g. BASE_IMAGE=...; part of the image tag; repeatable")
     parser.add_argument("--context-dir", type=Path, metavar="DIR",
                         help="speakwire checkout to build from (default: the current directory or its parents)")
+    parser.add_argument("--no-base-mirror", action="store_true",
+                        help="pull ARG-given official base images from Docker Hub, not its ECR Public mirror")
 
 
 def _register_local(actions: Any) -> None:
@@ -483,7 +485,13 @@ def _build_inputs(args: argparse.Namespace, region: str, variant: str) -> tuple[
     )
     package_checkout = Path(__file__).resolve().parents[3]  # src/speakwire/cli → the checkout, for editable installs
     root = bc.find_root(args.context_dir or Path.cwd(), None if args.context_dir else package_checkout)
-    context = bc.collect(root, variant, build_args=bc.parse_build_args(args.build_arg))  # type: ignore[arg-type]
+    build_args = bc.parse_build_args(args.build_arg)
+    if not args.no_base_mirror:
+        dockerfile = (root / bc.dockerfile_path(variant)).read_text()  # type: ignore[arg-type]
+        for name, image in bc.mirrored_base_images(dockerfile, build_args).items():
+            print(f"build arg {name}={image} (Docker Hub's official image from ECR Public; --no-base-mirror: Hub)")
+            build_args[name] = image
+    context = bc.collect(root, variant, build_args=build_args)  # type: ignore[arg-type]
     return request, context
 
 

@@ -30,6 +30,9 @@ _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip entry can carry
 _EXCLUDED_PARTS = frozenset({"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 _EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".egg-info")
 _TAG_HASH_CHARS = 16
+# Docker's official images, mirrored on ECR Public: CodeBuild pulls anonymously from shared addresses, which Docker
+# Hub's pull limit often refuses (toomanyrequests); ECR Public has no such limit for AWS-hosted pulls.
+OFFICIAL_IMAGE_MIRROR = "public.ecr.aws/docker/library/"
 
 
 class BuildContextError(ValueError):
@@ -103,6 +106,40 @@ def parse_build_args(assignments: Iterable[str]) -> dict[str, str]:
             raise BuildContextError(f"--build-arg {key} is given twice")
         parsed[key] = value
     return parsed
+
+
+def mirrored_base_images(dockerfile_text: str, given: Mapping[str, str]) -> dict[str, str]:
+    """Build args that move ``FROM ${ARG}`` bases from Docker Hub's official images to their ECR Public mirror.
+
+    Only an ``ARG NAME=default`` declared before the first ``FROM``, used in a ``FROM`` line, not given by the
+    user, whose default is an official image (``python:3.11-slim``, ``library/debian``) gets one; any image with a
+    registry or an organisation (``nvidia/cuda``) is left alone.
+    """
+    defaults: dict[str, str] = {}
+    bases: list[str] = []
+    for instruction in _instructions(dockerfile_text):
+        keyword, _, rest = instruction.partition(" ")
+        if keyword.upper() == "ARG" and not bases:
+            name, sep, value = rest.strip().partition("=")
+            if sep:
+                defaults[name.strip()] = value.strip().strip('"')
+        elif keyword.upper() == "FROM":
+            bases.append(rest.strip().split()[0])
+    mirrored: dict[str, str] = {}
+    for name, default in defaults.items():
+        used = any(base in (f"${name}", f"${{{name}}}") for base in bases)
+        path = _official_image_path(default)
+        if used and name not in given and path is not None:
+            mirrored[name] = OFFICIAL_IMAGE_MIRROR + path
+    return mirrored
+
+
+def _official_image_path(reference: str) -> str | None:
+    """``python:3.11-slim`` for ``python:3.11-slim``, ``library/python:3.11-slim`` or ``docker.io/library/...``."""
+    path = reference.removeprefix("docker.io/").removeprefix("library/")
+    if not path or "$" in path or "/" in path or not path[0].isalnum():
+        return None
+    return path
 
 
 def find_root(start: Path, fallback: Path | None = None) -> Path:
