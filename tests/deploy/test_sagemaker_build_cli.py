@@ -40,6 +40,9 @@ class FakeSession:
     def client(self, service: str) -> Any:
         return self.clients[service]
 
+    def get_credentials(self) -> object:
+        return object()
+
 
 @pytest.fixture
 def session(monkeypatch: pytest.MonkeyPatch) -> FakeSession:

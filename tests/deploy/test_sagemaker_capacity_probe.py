@@ -70,11 +70,10 @@ def test_an_image_that_refuses_the_route_is_an_error_with_the_containers_message
     runtime.stub.add_client_error(
         "invoke_endpoint",
         service_error_code="ModelError",
-        service_message="Received client error (404) from primary with message \"Not Found\".",
+        service_message='Received client error (404) from primary with message "Not Found".',
         http_status_code=424,
         expected_params=PROBE,
     )
 
     with pytest.raises(CapacityProbeError, match=r"route=/ready failed: Received client error \(404\)"):
         reported_capacity(runtime.client, NAME)
-

@@ -507,8 +507,12 @@ def run_build(args: argparse.Namespace) -> int:
         return _fail(f"{exc}; nothing was created", EXIT_USAGE)
     from speakwire.deploy.sagemaker.build import BuildClients, BuildError, build_image
 
+    session = boto3.Session(region_name=region)
+    if session.get_credentials() is None:
+        return _fail("no AWS credentials found (environment, ~/.aws, SSO or instance role); nothing was created",
+                     EXIT_USAGE)
     try:
-        image = build_image(BuildClients.from_session(boto3.Session(region_name=region)), context, request)
+        image = build_image(BuildClients.from_session(session), context, request)
     except BuildError as exc:
         return _fail(str(exc), EXIT_FAILED)
     except KeyboardInterrupt:

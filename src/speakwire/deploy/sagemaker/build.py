@@ -120,6 +120,8 @@ def _existing_digest(ecr: Any, plan: BuildPlan) -> str | None:
         if error_code(exc) in ("ImageNotFoundException", "RepositoryNotFoundException"):
             return None
         raise BuildError(f"describe_images: {explain(exc, 'ecr')}") from exc
+    except BotoCoreError as exc:
+        raise BuildError(f"describe_images: {exc}") from exc
     return str(details[0]["imageDigest"]) if details else None
 
 
@@ -225,6 +227,8 @@ def _ensure_repository(ecr: Any, plan: BuildPlan, log: Log) -> None:
         if error_code(exc) == "RepositoryAlreadyExistsException":
             return
         raise BuildError(f"create_repository: {explain(exc, 'ecr')}") from exc
+    except BotoCoreError as exc:
+        raise BuildError(f"create_repository: {exc}") from exc
     log(f"created ECR repository {plan.repository}")
 
 
@@ -242,6 +246,8 @@ def _ensure_bucket(s3: Any, plan: BuildPlan, *, own_bucket: bool, log: Log) -> N
             ) from exc
         if not own_bucket:
             raise BuildError(f"S3 bucket {plan.bucket} does not exist; create it or omit --bucket") from exc
+    except BotoCoreError as exc:
+        raise BuildError(f"head_bucket {plan.bucket}: {exc}") from exc
     _call(s3, "create_bucket", **create_bucket_request(plan.bucket, plan.region))
     log(f"created S3 bucket {plan.bucket}")
 
