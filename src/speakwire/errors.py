@@ -6,6 +6,7 @@
     ├── ConflictError          409  a name already taken
     ├── PayloadTooLargeError   413  input over a limit
     ├── TooBusyError           429  admission control refused the stream
+    │   └── ShuttingDownError  503  the server is draining before it exits (SIGTERM)
     ├── NotReadyError          503  engine still loading
     └── EngineError            500  the engine failed while synthesizing
 
@@ -59,6 +60,20 @@ class TooBusyError(SpeakwireError):
     def __init__(self, message: str, *, retry_after_s: float = 1.0) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class ShuttingDownError(TooBusyError):
+    """The server got SIGTERM and admits nothing new while its streams finish (``server.drain``).
+
+    A ``TooBusyError``, so every protocol refuses it where and as it refuses a stream at capacity (WebSocket close
+    1013, ``Retry-After``), but HTTP answers 503: this instance will not have room again, another one will.
+    """
+
+    status_code = 503
+    error_type = "ServiceUnavailableError"
+
+    def __init__(self, message: str = "Server is shutting down; retry (another instance will answer).") -> None:
+        super().__init__(message, retry_after_s=1.0)
 
 
 class NotReadyError(SpeakwireError):

@@ -78,6 +78,9 @@ class Settings:
     noise and Qwen3 samples from this seed, so every reply is in the same voice; None = unseeded."""
     ws_idle_timeout_s: float = 30.0
     ws_config_timeout_s: float = 10.0
+    drain_timeout_s: float = 25.0
+    """On SIGTERM: how long utterances in flight may take to finish before what remains is closed (1001);
+    SageMaker kills the container 30 s after SIGTERM (``server.drain``)."""
     allow_remote_ref_audio: bool = False
     data_dir: str | None = None
     max_voices: int | None = None
@@ -103,6 +106,7 @@ class Settings:
             "PUBLIC_METRICS": ("public_metrics", _flag), "MAX_BODY_BYTES": ("max_body_bytes", int),
             "CUDA_GRAPHS": ("cuda_graphs", _flag), "PRESET_VOICE_ALIASES": ("preset_voice_aliases", _flag),
             "WYOMING_PORT": ("wyoming_port", int), "SEED": ("default_seed", parse_seed),
+            "DRAIN_TIMEOUT": ("drain_timeout_s", float),
         }  # fmt: skip
         for env_name, (attr, kind) in env_map.items():
             raw = environ.get(f"SPEAKWIRE_{env_name}")

@@ -130,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from speakwire.server.app import create_app
+    from speakwire.server.drain import DrainingServer
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = build_settings(args)
@@ -148,10 +149,12 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     app = create_app(settings)
-    server = uvicorn.Server(uvicorn.Config(
+    # SIGTERM drains first (server.drain: stop admitting, let utterances in flight finish, close 1001), then
+    # uvicorn's shutdown; timeout_graceful_shutdown applies to SIGINT, which skips the drain.
+    server = DrainingServer(uvicorn.Config(
         app, host=settings.host, port=settings.port, log_level=args.log_level, ws_ping_interval=20,
         ws_ping_timeout=20, timeout_graceful_shutdown=10,
-    ))  # fmt: skip
+    ), app.state.speakwire)  # fmt: skip
     app.state.speakwire.on_load_failure = lambda: setattr(server, "should_exit", True)
     server.run()
     load_error = app.state.speakwire.load_error

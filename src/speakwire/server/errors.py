@@ -25,7 +25,7 @@ def install_error_handlers(app: FastAPI) -> None:
         response = error_response(exc.status_code, exc.message, exc.error_type, exc.param)
         if isinstance(exc, TooBusyError):
             response.headers["Retry-After"] = str(max(1, round(exc.retry_after_s)))
-        if exc.status_code >= 500:
+        if exc.status_code >= 500 and not isinstance(exc, TooBusyError):  # a drain's 503 is not a fault
             logger.error("%s: %s", exc.error_type, exc.message)
         return response
 

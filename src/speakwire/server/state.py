@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -22,6 +24,16 @@ from speakwire.settings import OPENAI_MODEL_ALIASES, OPENAI_VOICE_ALIASES, PRESE
 from speakwire.synthesis import SynthesisPipeline
 
 logger = logging.getLogger(__name__)
+
+
+class GoingAway(Protocol):
+    """An open WebSocket session, as the drain sees it (``server.drain``)."""
+
+    async def going_away(self) -> None:
+        """The drain is over and this session still open: send the protocol's final event saying why, close 1001.
+
+        Never raises (the client may be gone); the session's own ``finally`` cancels what it still had running.
+        """
 
 
 @dataclass(slots=True)
@@ -45,6 +57,10 @@ class ServerState:
     ready_hooks: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     """Awaited once the engine is ready, before /ready turns 200 (the Wyoming listener binds here); one that
     raises fails the start like an engine that cannot load."""
+    draining: bool = False
+    """SIGTERM came: no new stream is admitted (503 / 1013), /ping and /ready answer 503 (``server.drain``)."""
+    sessions: set[GoingAway] = field(default_factory=set)
+    """The WebSocket sessions open now, closed with 1001 when a drain ends."""
 
     # ----- lifetime ---------------------------------------------------------------------
 
@@ -134,6 +150,15 @@ class ServerState:
             await self.voices.close()
 
     # ----- helpers for routes -----------------------------------------------------------
+
+    @contextmanager
+    def open_session(self, session: GoingAway) -> Iterator[None]:
+        """Around an accepted WebSocket session's life, so a drain can close it with 1001 when it ends."""
+        self.sessions.add(session)
+        try:
+            yield
+        finally:
+            self.sessions.discard(session)
 
     def require_ready(self) -> tuple[Engine, SynthesisPipeline, SpeechMetrics]:
         if self.load_error:

@@ -7,7 +7,7 @@ behave the same whichever wire the text came in on.
 
 from __future__ import annotations
 
-from speakwire.errors import TooBusyError
+from speakwire.errors import ShuttingDownError, TooBusyError
 from speakwire.server.options import ResolvedSpeech
 from speakwire.server.state import ServerState
 from speakwire.synthesis import Utterance
@@ -23,13 +23,15 @@ def open_utterance(
     schedule: ChunkSchedule | None = None,
     max_buffer_chars: int = 100_000,
 ) -> Utterance:
-    """Admit a new utterance (raises ``TooBusyError``, counted as a rejection, at capacity).
+    """Admit a new utterance (raises ``TooBusyError``, counted as a rejection, at capacity or while draining).
 
     Call on the event loop; pair with ``close_utterance`` however the utterance ends.
     """
     _, pipeline, metrics = state.require_ready()
     engine = pipeline.engine.info.name
     try:
+        if state.draining:  # SIGTERM: the utterances in flight finish, nothing new starts (server.drain)
+            raise ShuttingDownError
         utterance = pipeline.utterance(
             resolved.request.fresh(),
             output_rate=resolved.output_rate,

@@ -30,7 +30,14 @@ from starlette.websockets import WebSocket
 
 from speakwire.encoders.base import Encoder
 from speakwire.encoders.registry import create_encoder
-from speakwire.errors import BadRequestError, EngineError, PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.errors import (
+    BadRequestError,
+    EngineError,
+    PayloadTooLargeError,
+    ShuttingDownError,
+    SpeakwireError,
+    TooBusyError,
+)
 from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.cartesia import protocol as p
 from speakwire.server.options import ResolvedSpeech, resolve_speech
@@ -47,7 +54,7 @@ MAX_CONTEXTS = 256
 """Open contexts per connection; each speaking one also holds an admission slot."""
 REMEMBERED_ENDED = 1024
 """Ended context ids remembered, so a late empty closing request for one is ignored, not an error."""
-CLOSE_NORMAL, CLOSE_POLICY, CLOSE_INTERNAL = 1000, 1008, 1011
+CLOSE_NORMAL, CLOSE_GOING_AWAY, CLOSE_POLICY, CLOSE_INTERNAL, CLOSE_TRY_LATER = 1000, 1001, 1008, 1011, 1013
 
 
 class Unauthorized(SpeakwireError):
@@ -106,11 +113,17 @@ class CartesiaSession:
             await self._deny()
             return
         await self.ws.accept()
+        if self.state.draining:  # SIGTERM: the error a stream refused gets, then 1013 (server.drain)
+            with contextlib.suppress(ChannelClosed):
+                await self._error(ShuttingDownError())
+            await self._close(CLOSE_TRY_LATER, "server shutting down")
+            return
         try:
-            idle = self.state.settings.ws_idle_timeout_s
-            while (message := await self._channel.receive_idle(idle, self._busy)) is not None:
-                await self._dispatch(message)
-            await self._close(CLOSE_NORMAL, "idle")
+            with self.state.open_session(self):
+                idle = self.state.settings.ws_idle_timeout_s
+                while (message := await self._channel.receive_idle(idle, self._busy)) is not None:
+                    await self._dispatch(message)
+                await self._close(CLOSE_NORMAL, "idle")
         except ChannelClosed:
             pass
         except Exception:
@@ -119,6 +132,15 @@ class CartesiaSession:
         finally:
             for ctx in list(self._contexts.values()):
                 await self._end_context(ctx)
+
+    async def going_away(self) -> None:
+        """The drain is over (``server.drain``): an ``error`` for each open context (or one), then close 1001."""
+        error = ShuttingDownError("Server is shutting down; reconnect to continue (another instance will answer).")
+        with contextlib.suppress(ChannelClosed):
+            contexts: list[str | None] = [*self._contexts] or [None]
+            for context_id in contexts:
+                await self._error(error, context_id)
+        await self._close(CLOSE_GOING_AWAY, "server shutting down")
 
     async def _deny(self) -> None:
         """Refuse the handshake with HTTP 401, as Cartesia does (the SDK raises ``InvalidStatus``)."""

@@ -57,6 +57,8 @@ MAX_FRAME_BYTES = 32 * 1024
 """Binary audio frames are split to at most this size."""
 
 CLOSE_NORMAL = 1000
+CLOSE_GOING_AWAY = 1001
+"""The server is shutting down and its drain time is over (``server.drain``)."""
 CLOSE_TOO_BIG = 1009
 CLOSE_INTERNAL = 1011
 CLOSE_TRY_LATER = 1013

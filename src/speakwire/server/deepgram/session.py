@@ -23,7 +23,7 @@ from starlette.websockets import WebSocket
 
 import speakwire
 from speakwire.encoders.registry import create_encoder
-from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.errors import PayloadTooLargeError, ShuttingDownError, SpeakwireError, TooBusyError
 from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.deepgram import protocol as p
 from speakwire.server.options import ResolvedSpeech, SpeechOptions, resolve_speech
@@ -79,13 +79,17 @@ class DeepgramSpeakSession:
             return
         self._setup = setup
         await self.ws.accept(subprotocol=setup.subprotocol, headers=[(b"dg-request-id", self.request_id.encode())])
+        if self.state.draining:  # SIGTERM: refused as a stream at capacity is, with 1013 (server.drain)
+            await self._close(p.CLOSE_TRY_LATER, f"TOO_BUSY: {ShuttingDownError().message}")
+            return
         try:
-            engine_version = speakwire.__version__
-            await self._send_json(p.metadata(self.request_id, setup.model_name, engine_version, setup.model_uuid))
-            idle = self.state.settings.ws_idle_timeout_s
-            while (message := await self._channel.receive_idle(idle, self._busy)) is not None:
-                await self._dispatch(message)
-            await self._close(p.CLOSE_INTERNAL, f"NET-0001: no message within {idle:g} s")
+            with self.state.open_session(self):
+                engine_version = speakwire.__version__
+                await self._send_json(p.metadata(self.request_id, setup.model_name, engine_version, setup.model_uuid))
+                idle = self.state.settings.ws_idle_timeout_s
+                while (message := await self._channel.receive_idle(idle, self._busy)) is not None:
+                    await self._dispatch(message)
+                await self._close(p.CLOSE_INTERNAL, f"NET-0001: no message within {idle:g} s")
         except ChannelClosed:
             pass
         except Exception:
@@ -93,6 +97,13 @@ class DeepgramSpeakSession:
             await self._close(p.CLOSE_INTERNAL, "NET-0000: internal error")
         finally:
             await self._cancel_all()
+
+    async def going_away(self) -> None:
+        """The drain is over (``server.drain``): a ``Warning`` saying so, then close 1001 with the reason."""
+        message = "Server is shutting down; reconnect to continue (another instance will answer)."
+        with contextlib.suppress(ChannelClosed):
+            await self._warn(p.ProtocolWarning("SHUTTING_DOWN", message))
+        await self._close(p.CLOSE_GOING_AWAY, f"SHUTTING_DOWN: {message}")
 
     async def _handshake(self) -> _Setup:
         """Everything Deepgram checks before the upgrade; raises the ``DeepgramError`` to refuse with."""

@@ -49,6 +49,7 @@ from speakwire.errors import (
     NotFoundError,
     NotReadyError,
     PayloadTooLargeError,
+    ShuttingDownError,
     SpeakwireError,
     TooBusyError,
 )
@@ -415,15 +416,17 @@ def final_message(context_id: str | None, *, multi: bool) -> dict[str, Any]:
 
 
 CLOSE_NORMAL = 1000
+CLOSE_GOING_AWAY = 1001
+"""The server is shutting down and its drain time is over (``server.drain``)."""
 CLOSE_POLICY = 1008
 """ElevenLabs closes with 1008 after an error message (bad key, bad input, inactivity)."""
 CLOSE_TRY_LATER = 1013
 CLOSE_INTERNAL = 1011
 
 
-def error_message(message: str, error: str) -> dict[str, Any]:
+def error_message(message: str, error: str, code: int = CLOSE_POLICY) -> dict[str, Any]:
     """ElevenLabs' error message; the SDK raises ``ApiError`` when a message holding ``message`` is the last."""
-    return {"message": message, "error": error, "code": CLOSE_POLICY}
+    return {"message": message, "error": error, "code": code}
 
 
 def inactivity_message(timeout_s: float) -> str:
@@ -445,6 +448,8 @@ def error_status(exc: SpeakwireError) -> tuple[int, str]:
         return 404, f"{exc.param}_not_found" if exc.param in ("voice", "model") else "not_found"
     if isinstance(exc, PayloadTooLargeError):
         return 400, "max_character_limit_exceeded"
+    if isinstance(exc, ShuttingDownError):
+        return 503, "system_busy"
     if isinstance(exc, TooBusyError):
         return 429, "too_many_concurrent_requests"
     if isinstance(exc, NotReadyError):

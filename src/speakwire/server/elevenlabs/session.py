@@ -24,7 +24,14 @@ from typing import Any, NoReturn
 
 from starlette.websockets import WebSocket
 
-from speakwire.errors import BadRequestError, NotReadyError, PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.errors import (
+    BadRequestError,
+    NotReadyError,
+    PayloadTooLargeError,
+    ShuttingDownError,
+    SpeakwireError,
+    TooBusyError,
+)
 from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.elevenlabs import protocol as p
 from speakwire.server.elevenlabs.alignment import CharacterAligner, CharTiming, ws_alignment
@@ -84,11 +91,14 @@ class ElevenLabsSession:
     async def run(self) -> None:
         await self.ws.accept()
         try:
-            first = await self._open()
-            if first is not None:
-                await self._dispatch(first)
-            while True:
-                await self._dispatch(await self._next_command())
+            if self.state.draining:  # SIGTERM: refused as a stream at capacity is, error then 1013 (server.drain)
+                await self._fatal_error(ShuttingDownError())
+            with self.state.open_session(self):
+                first = await self._open()
+                if first is not None:
+                    await self._dispatch(first)
+                while True:
+                    await self._dispatch(await self._next_command())
         except ChannelClosed:
             pass
         except Exception:
@@ -96,6 +106,13 @@ class ElevenLabsSession:
             await self._close(p.CLOSE_INTERNAL, "internal error")
         finally:
             await self._cancel_all()
+
+    async def going_away(self) -> None:
+        """The drain is over (``server.drain``): an error message saying so, then close 1001."""
+        message = "Server is shutting down; reconnect to continue (another instance will answer)."
+        with contextlib.suppress(ChannelClosed):
+            await self._send(p.error_message(message, "shutting_down", p.CLOSE_GOING_AWAY))
+        await self._close(p.CLOSE_GOING_AWAY, "server shutting down")
 
     async def _open(self) -> p.Command | None:
         """Authenticate (headers, query, or the first message) and resolve voice, model and format."""

@@ -1,4 +1,4 @@
-"""SageMaker's routes: ``/ping`` (GET and POST; 200 only when ready) and the bidirectional-stream WebSocket.
+"""SageMaker's routes: ``/ping`` (GET and POST; 200 only when ready, not draining) and the bidirectional WebSocket.
 
 ``POST /invocations`` itself is handled by ``routing.InvocationsRouter``, which rewrites it
 to the route the request names.
@@ -26,6 +26,8 @@ async def ping_post(request: Request) -> JSONResponse:
 
 
 def _ping(state: ServerState) -> JSONResponse:
+    if state.draining:  # SIGTERM came (server.drain): stop routing here while the streams in flight finish
+        return JSONResponse({"status": "draining"}, 503, headers={"Retry-After": "1"})
     if state.ready:
         return JSONResponse({"status": "healthy"})
     return JSONResponse({"status": "failed" if state.load_error else "loading", "error": state.load_error}, 503)

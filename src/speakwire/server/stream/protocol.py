@@ -33,11 +33,13 @@ MAX_FRAME_BYTES = 32 * 1024
 
 # Close codes (RFC 6455 §7.4.1 and the IANA registry).
 CLOSE_NORMAL = 1000
+CLOSE_GOING_AWAY = 1001
+"""The server is shutting down (SIGTERM) and its drain time is over: reconnect, to another instance."""
 CLOSE_POLICY = 1008
 """Auth failure, no session.config in time, invalid session.config."""
 CLOSE_TOO_BIG = 1009
 CLOSE_TRY_LATER = 1013
-"""Admission control: the server is at capacity."""
+"""Admission control: the server is at capacity, or draining before it exits."""
 CLOSE_INTERNAL = 1011
 
 ClientEventType = Literal["session.config", "input.text", "input.done", "input.cancel", "response.cancel",

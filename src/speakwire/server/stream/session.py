@@ -23,7 +23,7 @@ from starlette.websockets import WebSocket
 
 from speakwire.audio.chunk import float_to_int16_bytes
 from speakwire.encoders.registry import encode_file
-from speakwire.errors import NotReadyError, PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.errors import NotReadyError, PayloadTooLargeError, ShuttingDownError, SpeakwireError, TooBusyError
 from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.options import ResolvedSpeech, resolve_speech
 from speakwire.server.state import ServerState
@@ -85,15 +85,19 @@ class StreamSession:
 
     async def run(self) -> None:
         await self.ws.accept()
+        if self.state.draining:  # SIGTERM: a new session is refused as a stream at capacity is (server.drain)
+            await self._reject_busy(ShuttingDownError())
+            return
         if not self._authorized:
             offered = offered_key(self.ws.headers, self.ws.query_params)
             self._authorized = key_matches(self.state.settings.api_key or "", offered)
         try:
-            await self._await_config()
-            idle = self.state.settings.ws_idle_timeout_s
-            while (message := await self._channel.receive_idle(idle, self._busy)) is not None:
-                await self._dispatch(message)
-            await self._fatal(f"Idle for {idle:g} s; closing the session.", p.CLOSE_NORMAL, code="idle_timeout")
+            with self.state.open_session(self):
+                await self._await_config()
+                idle = self.state.settings.ws_idle_timeout_s
+                while (message := await self._channel.receive_idle(idle, self._busy)) is not None:
+                    await self._dispatch(message)
+                await self._fatal(f"Idle for {idle:g} s; closing the session.", p.CLOSE_NORMAL, code="idle_timeout")
         except ChannelClosed:
             pass
         except Exception:
@@ -101,6 +105,13 @@ class StreamSession:
             await self._close(p.CLOSE_INTERNAL, "internal error")
         finally:
             await self._cancel_all()
+
+    async def going_away(self) -> None:
+        """The drain is over (``server.drain``): an ``error`` event saying so, then close 1001."""
+        message = "Server is shutting down; reconnect to continue (another instance will answer)."
+        with contextlib.suppress(ChannelClosed):
+            await self._error(message, code="shutting_down")
+        await self._close(p.CLOSE_GOING_AWAY, "server shutting down")
 
     async def _await_config(self) -> None:
         deadline = time.monotonic() + self.state.settings.ws_config_timeout_s
@@ -242,8 +253,9 @@ class StreamSession:
     async def _reject_busy(self, exc: TooBusyError) -> None:
         """An ``error`` event with ``retry_after_s``, then close 1013 (try again later) with the reason."""
         retry_after_s = max(1, round(exc.retry_after_s))
+        code = "shutting_down" if isinstance(exc, ShuttingDownError) else "busy"
         with contextlib.suppress(ChannelClosed):
-            await self._fatal(exc.message, p.CLOSE_TRY_LATER, code="busy", retry_after_s=retry_after_s)
+            await self._fatal(exc.message, p.CLOSE_TRY_LATER, code=code, retry_after_s=retry_after_s)
 
     async def _on_done(self) -> None:
         if self._open is None:

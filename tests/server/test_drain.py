@@ -1,0 +1,171 @@
+"""Scale-in without cutting a sentence (server.drain), over a real ``speakwire serve`` process and SIGTERM.
+
+Orderings and counts only, no timings: an utterance is kept in flight by holding its ``input.done`` back until
+the test has seen what it wants, so nothing depends on how fast this machine synthesizes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from support.live_server import free_port
+
+SENTENCES = ["The drain lets this sentence finish. ", "And this one, whose end comes after the signal."]
+LONG_TEXT = "A long reply that is still being spoken when the drain time runs out. " * 120
+
+
+@contextmanager
+def serve(tmp_path: Path, **env: str) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
+    port = free_port()
+    log = tmp_path / "server.log"
+    environ = {**os.environ, "SPEAKWIRE_MAX_STREAMS": "8", **env}
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "speakwire", "serve", "--port", str(port), "--seed", "7"],
+            stdout=out, stderr=subprocess.STDOUT, env=environ,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        yield url, process, log
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+async def wait_draining(url: str) -> httpx.Response:
+    """/ready once the SIGTERM has landed (200 until then)."""
+    async with httpx.AsyncClient(timeout=5) as client:
+        while True:
+            ready = await client.get(f"{url}/ready")
+            if ready.status_code == 503:
+                return ready
+            await asyncio.sleep(0.02)
+
+
+@asynccontextmanager
+async def stream_session(url: str) -> AsyncIterator[ClientConnection]:
+    async with connect(url.replace("http", "ws") + "/v1/audio/speech/stream") as ws:
+        await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
+        yield ws
+
+
+async def receive_until_closed(ws: ClientConnection) -> tuple[list[dict[str, Any]], int, int | None]:
+    """JSON events, audio bytes, and the close code, until the server closes."""
+    events: list[dict[str, Any]] = []
+    audio = 0
+    try:
+        while True:
+            message = await ws.recv()
+            if isinstance(message, bytes):
+                audio += len(message)
+            else:
+                events.append(json.loads(message))
+    except ConnectionClosed as exc:
+        return events, audio, exc.rcvd.code if exc.rcvd else None
+
+
+async def first_event(ws: ClientConnection, kind: str) -> None:
+    while True:
+        message = await ws.recv()
+        if isinstance(message, str) and json.loads(message)["type"] == kind:
+            return
+
+
+def exit_code(process: subprocess.Popen[bytes], log: Path) -> int:
+    try:
+        return process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"server still running after the drain:\n{log.read_text()}")
+
+
+async def test_sigterm_lets_streams_in_flight_finish_and_refuses_new_ones(tmp_path: Path) -> None:
+    with serve(tmp_path) as (url, process, log):
+        speech = {"model": "tts-1", "voice": "alloy", "input": "".join(SENTENCES), "response_format": "pcm"}
+        async with httpx.AsyncClient(timeout=60) as http:
+            reference = (await http.post(f"{url}/v1/audio/speech", json=speech)).content  # same seed: same bytes
+            async with stream_session(url) as ws, http.stream("POST", f"{url}/v1/audio/speech", json=speech) as body:
+                # In flight at SIGTERM: a WebSocket utterance whose input.done has not come (its first sentence
+                # speaks once the next one begins; the last waits for the end of its text), and an HTTP stream.
+                for text in SENTENCES:
+                    await ws.send(json.dumps({"type": "input.text", "text": text}))
+                await first_event(ws, "audio.start")
+                chunks = body.aiter_raw()
+                received = [await anext(chunks)]
+                process.send_signal(signal.SIGTERM)
+
+                ready = await wait_draining(url)
+                assert ready.json()["status"] == "draining" and "retry-after" in ready.headers
+                ping = await http.get(f"{url}/ping")
+                assert ping.status_code == 503
+                refused = await http.post(f"{url}/v1/audio/speech", json=speech)
+                assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
+                assert refused.json()["error"]["type"] == "ServiceUnavailableError"
+                async with stream_session(url) as late:  # a new session: refused as at capacity, 1013
+                    late_events, _, late_code = await receive_until_closed(late)
+                assert late_code == 1013
+                assert [(e["type"], e.get("code")) for e in late_events] == [("error", "shutting_down")]
+
+                # The utterance in flight goes on: its end, all its audio, then the 1001.
+                await ws.send(json.dumps({"type": "input.done"}))
+                events, audio, code = await receive_until_closed(ws)
+                received += [chunk async for chunk in chunks]
+        kinds = [e["type"] for e in events]
+        assert kinds.index("session.done") < len(kinds) - 1 and events[-1]["type"] == "error"
+        assert events[-1]["code"] == "shutting_down" and code == 1001
+        done = next(e for e in events if e["type"] == "session.done")
+        assert done["total_sentences"] == 2 and kinds.count("audio.done") == 2
+        assert not any(e.get("error") for e in events if e["type"] == "audio.done") and audio > 0
+        assert b"".join(received) == reference  # the HTTP stream in flight: its whole body
+        assert exit_code(process, log) == 0, log.read_text()
+    text = log.read_text()
+    assert "draining" in text and "drain done: 1 session(s) closed with 1001, 0 utterance(s) cut" in text
+
+
+async def test_past_the_drain_timeout_what_remains_is_closed_with_1001(tmp_path: Path) -> None:
+    with serve(tmp_path, SPEAKWIRE_DRAIN_TIMEOUT="0.5") as (url, process, log):
+        speech = {"model": "tts-1", "voice": "alloy", "input": LONG_TEXT, "response_format": "pcm"}
+        async with (
+            httpx.AsyncClient(timeout=60) as http,
+            stream_session(url) as ws,
+            http.stream("POST", f"{url}/v1/audio/speech", json=speech) as body,
+        ):
+            for text in SENTENCES:  # never finished: no input.done
+                await ws.send(json.dumps({"type": "input.text", "text": text}))
+            chunks = body.aiter_raw()
+            first = await anext(chunks)
+            process.send_signal(signal.SIGTERM)
+            events, _, code = await receive_until_closed(ws)
+            with pytest.raises(httpx.HTTPError):  # cut before the end of the body: not taken for complete
+                async for _ in chunks:
+                    pass
+        assert first
+        assert code == 1001 and events[-1]["type"] == "error" and events[-1]["code"] == "shutting_down"
+        assert "session.done" not in [e["type"] for e in events]
+        assert exit_code(process, log) == 0, log.read_text()
+    assert "2 utterance(s) still in flight are cut" in log.read_text()
