@@ -381,3 +381,27 @@ def test_the_buildspec_logs_in_builds_for_amd64_with_the_variant_dockerfile_and_
     project = create_project_request(PLAN)
     assert project["environment"]["privilegedMode"] is True
     assert project["source"] == {"type": "S3", "location": f"{BUCKET}/{PLAN.key}", "buildspec": buildspec(PLAN)}
+
+
+def test_a_role_codebuild_cannot_assume_is_explained_as_a_trust_policy_problem(aws: Stubs) -> None:
+    queue_identity(aws)
+    aws.ecr.add_client_error(
+        "describe_images", service_error_code="ImageNotFoundException", service_message="no",
+        expected_params=describe_images_request(PLAN),
+    )  # fmt: skip
+    aws.ecr.add_client_error(
+        "create_repository", service_error_code="RepositoryAlreadyExistsException", service_message="exists",
+        expected_params=create_repository_request(PLAN),
+    )  # fmt: skip
+    aws.s3.add_response("head_bucket", {}, {"Bucket": BUCKET, "ExpectedBucketOwner": ACCOUNT})
+    aws.s3.add_response("put_object", {}, put_context_request(PLAN, CONTEXT.zip_bytes()))
+    aws.codebuild.add_client_error(
+        "create_project",
+        service_error_code="InvalidInputException",
+        service_message=f"CodeBuild is not authorized to perform: sts:AssumeRole on {CODEBUILD_ROLE}",
+        expected_params=create_project_request(PLAN),
+    )
+    queue_cleanup(aws, project=False)
+
+    with pytest.raises(BuildError, match=r"trust policy must allow codebuild\.amazonaws\.com"):
+        run(aws, [])

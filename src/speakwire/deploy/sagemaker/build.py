@@ -171,7 +171,15 @@ def build_image(
     build_id: str | None = None
     complete = False
     try:
-        _call(clients.codebuild, "create_project", **create_project_request(plan))
+        try:
+            _call(clients.codebuild, "create_project", **create_project_request(plan))
+        except BuildError as exc:
+            if "sts:AssumeRole" in str(exc):  # CodeBuild tried the role and could not assume it
+                raise BuildError(
+                    f"{exc} — the service role's trust policy must allow codebuild.amazonaws.com "
+                    "(a role created seconds ago may also need a minute before CodeBuild can assume it)"
+                ) from exc
+            raise
         project_created = True
         log(f"created CodeBuild project {plan.project_name}")
         build_id = str(_call(clients.codebuild, "start_build", projectName=plan.project_name)["build"]["id"])
