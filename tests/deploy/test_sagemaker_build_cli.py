@@ -118,3 +118,18 @@ def test_an_official_base_image_given_by_arg_comes_from_ecr_public_unless_asked_
         parse("build", "--context-dir", str(root), "--build-arg", "BASE_IMAGE=mine"), REGION, "cpu"
     )
     assert own.build_args == (("BASE_IMAGE", "mine"),)
+
+
+def test_a_dry_run_prints_files_tag_and_buildspec_the_same_way_twice_and_calls_nothing(
+    session: FakeSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = parse("build", "--region", REGION, "--context-dir", str(REPO), "--dry-run")
+
+    assert args.func(args) == 0
+    first = capsys.readouterr().out
+    assert args.func(args) == 0
+    assert capsys.readouterr().out == first  # same tree, same context, same tag
+    entrypoint = next(line for line in first.splitlines() if line.endswith(" deploy/sagemaker/entrypoint.sh"))
+    assert entrypoint.startswith("755 ")  # the mode the zip keeps and the buildspec restores
+    assert f"image <account>.dkr.ecr.{REGION}.amazonaws.com/speakwire:cpu-" in first
+    assert "docker build --platform linux/amd64 -f deploy/sagemaker/Dockerfile.cpu" in first

@@ -163,6 +163,8 @@ def _register_build(actions: Any) -> None:
                        help="cpu: Piper (Dockerfile.cpu); cuda: Qwen3-TTS (Dockerfile.cuda) (default: %(default)s)")
     _add_region(build)
     _add_build_options(build)
+    build.add_argument("--dry-run", action="store_true",
+                       help="print the context's files, the tag and the buildspec; no AWS call")
     build.set_defaults(func=run_build)
 
 
@@ -502,6 +504,8 @@ def run_build(args: argparse.Namespace) -> int:
     try:
         region = _region(args)
         request, context = _build_inputs(args, region, args.variant)
+        if args.dry_run:
+            return _print_build_plan(context, request)
         boto3 = _boto3()
     except (BuildSettingsError, BuildContextError, MissingExtraError, ValueError) as exc:
         return _fail(f"{exc}; nothing was created", EXIT_USAGE)
@@ -519,6 +523,20 @@ def run_build(args: argparse.Namespace) -> int:
         return _fail("interrupted; the build was stopped and its project and context deleted (see above)",
                      EXIT_INTERRUPTED)
     print(image.image_uri)
+    return 0
+
+
+def _print_build_plan(context: Any, request: Any) -> int:
+    from speakwire.deploy.sagemaker.build_requests import buildspec, make_plan
+
+    plan = make_plan(context, request, account="<account>", started=0)
+    body = context.zip_bytes()
+    for item in context.files:
+        print(f"{'755' if item.executable else '644'} {len(item.data):>8} {item.path}")
+    print(f"{len(context.files)} files, zip {len(body)} bytes, context sha256 {context.digest}")
+    print(f"image {plan.image_uri}")
+    print("buildspec:")
+    print(buildspec(plan), end="")
     return 0
 
 

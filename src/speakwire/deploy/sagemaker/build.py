@@ -31,14 +31,12 @@ from speakwire.deploy.sagemaker.build_requests import (
     CODEBUILD_ROLE_ENV,
     BuildPlan,
     BuildRequest,
-    context_key,
     create_bucket_request,
     create_project_request,
     create_repository_request,
-    default_bucket,
     delete_context_request,
     describe_images_request,
-    project_name,
+    make_plan,
     put_context_request,
 )
 
@@ -94,22 +92,7 @@ def find_image(
 ) -> tuple[BuildPlan, str | None]:
     """The plan for ``context`` and the digest already in ECR under its tag (None when a build is needed)."""
     account = str(_call(clients.sts, "get_caller_identity")["Account"])
-    started = int(now())
-    project = project_name(context.tag, started)
-    plan = BuildPlan(
-        region=request.region,
-        account=account,
-        repository=request.repository,
-        tag=context.tag,
-        variant=context.variant,
-        dockerfile=context.dockerfile,
-        bucket=request.bucket or default_bucket(account, request.region),
-        key=context_key(project),
-        project_name=project,
-        role_arn=request.role_arn or "",
-        executables=context.executables,
-        build_args=context.build_args,
-    )
+    plan = make_plan(context, request, account=account, started=int(now()))
     return plan, _existing_digest(clients.ecr, plan)
 
 

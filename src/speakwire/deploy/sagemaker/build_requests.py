@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from speakwire.deploy.sagemaker.build_context import Variant
+from speakwire.deploy.sagemaker.build_context import BuildContext, Variant
 
 CODEBUILD_IMAGE = "aws/codebuild/amazonlinux-x86_64-standard:5.0"
 # The CUDA image installs torch (2+ GB of wheels): give it the larger machine.
@@ -96,6 +96,25 @@ class BuildPlan:
     @property
     def image_uri(self) -> str:
         return f"{self.registry}/{self.repository}:{self.tag}"
+
+
+def make_plan(context: BuildContext, request: BuildRequest, *, account: str, started: int) -> BuildPlan:
+    """Where this build's context goes, which project runs it and what it pushes (pure)."""
+    project = project_name(context.tag, started)
+    return BuildPlan(
+        region=request.region,
+        account=account,
+        repository=request.repository,
+        tag=context.tag,
+        variant=context.variant,
+        dockerfile=context.dockerfile,
+        bucket=request.bucket or default_bucket(account, request.region),
+        key=context_key(project),
+        project_name=project,
+        role_arn=request.role_arn or "",
+        executables=context.executables,
+        build_args=context.build_args,
+    )
 
 
 def validate_repository(name: str) -> str:
