@@ -405,3 +405,28 @@ def test_a_role_codebuild_cannot_assume_is_explained_as_a_trust_policy_problem(a
 
     with pytest.raises(BuildError, match=r"trust policy must allow codebuild\.amazonaws\.com"):
         run(aws, [])
+
+
+def test_ctrl_c_during_the_upload_still_deletes_the_context_object(aws: Stubs, monkeypatch: pytest.MonkeyPatch) -> None:
+    queue_identity(aws)
+    aws.ecr.add_client_error(
+        "describe_images", service_error_code="ImageNotFoundException", service_message="no",
+        expected_params=describe_images_request(PLAN),
+    )  # fmt: skip
+    aws.ecr.add_client_error(
+        "create_repository", service_error_code="RepositoryAlreadyExistsException", service_message="exists",
+        expected_params=create_repository_request(PLAN),
+    )  # fmt: skip
+    aws.s3.add_response("head_bucket", {}, {"Bucket": BUCKET, "ExpectedBucketOwner": ACCOUNT})
+    aws.s3.add_response("delete_object", {}, delete_context_request(PLAN))
+
+    def interrupt(**_: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(aws.clients.s3, "put_object", interrupt)
+    lines: list[str] = []
+
+    with pytest.raises(KeyboardInterrupt):
+        run(aws, lines)
+
+    assert lines[-1] == f"context s3://{BUCKET}/{PLAN.key}: deleted"  # the bytes may have arrived before Ctrl-C

@@ -148,12 +148,21 @@ def build_image(
     _ensure_repository(clients.ecr, plan, log)
     _ensure_bucket(clients.s3, plan, own_bucket=request.bucket is None, log=log)
     body = context.zip_bytes()
-    _call(clients.s3, "put_object", **put_context_request(plan, body))
-    log(f"uploaded the context ({len(body)} bytes) to s3://{plan.bucket}/{plan.key}")
+    uploaded = False  # True once the context object may exist, so cleanup deletes it
     project_created = False
     build_id: str | None = None
     complete = False
     try:
+        try:
+            _call(clients.s3, "put_object", **put_context_request(plan, body))
+        except BuildError as exc:
+            uploaded = not isinstance(exc.__cause__, ClientError)  # refused: nothing arrived; a timeout may have
+            raise
+        except BaseException:  # Ctrl-C mid-upload: the object may exist
+            uploaded = True
+            raise
+        uploaded = True
+        log(f"uploaded the context ({len(body)} bytes) to s3://{plan.bucket}/{plan.key}")
         try:
             _call(clients.codebuild, "create_project", **create_project_request(plan))
         except BuildError as exc:
@@ -178,7 +187,7 @@ def build_image(
         log(f"digest {pushed}")
         return BuiltImage(plan.image_uri, pushed, built=True)
     finally:
-        _clean_up(clients, plan, build_id if not complete else None, project_created, log)
+        _clean_up(clients, plan, build_id if not complete else None, project_created, uploaded, log)
 
 
 def _follow(
@@ -243,7 +252,9 @@ def _ensure_bucket(s3: Any, plan: BuildPlan, *, own_bucket: bool, log: Log) -> N
     log(f"created S3 bucket {plan.bucket}")
 
 
-def _clean_up(clients: BuildClients, plan: BuildPlan, running: str | None, project: bool, log: Log) -> None:
+def _clean_up(
+    clients: BuildClients, plan: BuildPlan, running: str | None, project: bool, uploaded: bool, log: Log
+) -> None:
     """Stop a build left running, delete the project and the context; report, never raise."""
     steps: list[tuple[str, str, str, Callable[[], object]]] = []
     if running is not None:
@@ -257,14 +268,15 @@ def _clean_up(clients: BuildClients, plan: BuildPlan, running: str | None, proje
                 lambda: clients.codebuild.delete_project(name=plan.project_name),
             )
         )
-    steps.append(
-        (
-            f"context s3://{plan.bucket}/{plan.key}",
-            "deleted",
-            "s3",
-            lambda: clients.s3.delete_object(**delete_context_request(plan)),
+    if uploaded:
+        steps.append(
+            (
+                f"context s3://{plan.bucket}/{plan.key}",
+                "deleted",
+                "s3",
+                lambda: clients.s3.delete_object(**delete_context_request(plan)),
+            )
         )
-    )
     for what, done, service, step in steps:
         try:
             step()
