@@ -212,6 +212,8 @@ def test_a_build_creates_repository_and_bucket_streams_phases_and_logs_prints_th
     queue_poll(aws, build_state("COMPLETED", status="SUCCEEDED", done=(("BUILD", "SUCCEEDED"),), logs=LOGS))
     queue_log_page(aws, "f/2", ["pushed\n"], "f/3")
     queue_log_page(aws, "f/3", [], "f/3")
+    queue_log_page(aws, "f/3", ["[Container] Phase complete: BUILD State: SUCCEEDED\n"], "f/4")  # after settling
+    queue_log_page(aws, "f/4", [], "f/4")
     queue_image_found(aws)
     queue_cleanup(aws)
     lines: list[str] = []
@@ -236,12 +238,14 @@ def test_a_build_creates_repository_and_bucket_streams_phases_and_logs_prints_th
         "codebuild:BatchGetBuilds",
         "logs:GetLogEvents",
         "logs:GetLogEvents",
+        "logs:GetLogEvents",
+        "logs:GetLogEvents",
         "ecr:DescribeImages",
         "codebuild:DeleteProject",
         "s3:DeleteObject",
     ]
     assert image.uri_by_digest == f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/speakwire@{DIGEST}"
-    assert len(sleeps) == 2
+    assert sleeps == [10.0, 10.0, 3.0]  # two polls, then the log's last lines settle
     text = "\n".join(lines)
     for expected in (
         "created ECR repository speakwire",
@@ -251,6 +255,7 @@ def test_a_build_creates_repository_and_bucket_streams_phases_and_logs_prints_th
         "[00:00] BUILD ...",
         "  | Step 1/12 : FROM python:3.11-slim",
         "  | pushed",
+        "  | [Container] Phase complete: BUILD State: SUCCEEDED",
         f"digest {DIGEST}",
         f"CodeBuild project {PROJECT}: deleted",
         f"context s3://{BUCKET}/{PLAN.key}: deleted",
@@ -430,3 +435,21 @@ def test_ctrl_c_during_the_upload_still_deletes_the_context_object(aws: Stubs, m
         run(aws, lines)
 
     assert lines[-1] == f"context s3://{BUCKET}/{PLAN.key}: deleted"  # the bytes may have arrived before Ctrl-C
+
+
+def test_a_refused_build_log_is_said_once_and_the_build_goes_on(aws: Stubs) -> None:
+    queue_until_build_started(aws, repository_exists=True, bucket_exists=True)
+    queue_poll(aws, build_state("BUILD", logs=LOGS))
+    aws.logs.add_client_error(
+        "get_log_events", service_error_code="AccessDeniedException", service_message="no",
+        expected_params={"logGroupName": LOGS["groupName"], "logStreamName": LOGS["streamName"],
+                         "startFromHead": True},
+    )  # fmt: skip
+    queue_poll(aws, build_state("COMPLETED", status="SUCCEEDED", done=(("BUILD", "SUCCEEDED"),), logs=LOGS))
+    queue_image_found(aws)
+    queue_cleanup(aws)
+    lines: list[str] = []
+
+    assert run(aws, lines).built
+    refused = [line for line in lines if "build log unavailable" in line]
+    assert refused == ["(build log unavailable: access denied: the caller needs logs:GetLogEvents (no))"]

@@ -41,6 +41,7 @@ from speakwire.deploy.sagemaker.build_requests import (
 )
 
 DEFAULT_POLL_S = 10.0
+LOG_SETTLE_S = 3.0
 
 Log = Callable[[str], None]
 
@@ -203,21 +204,33 @@ def _follow(
     start = clock()
     phases = PhaseReport()
     tail = LogTail(clients.logs, log)
+    logs_on = True
     while True:
         builds = _call(clients.codebuild, "batch_get_builds", ids=[build_id])["builds"]
         if not builds:
             raise BuildError(f"CodeBuild no longer knows build {build_id}")
         build: dict[str, Any] = builds[0]
-        try:
-            tail.poll(build)
-        except ClientError as exc:  # the log is a convenience: its refusal must not fail the build
-            log(f"(build log unavailable: {explain(exc, 'logs')})")
-            tail = LogTail(clients.logs, lambda _: None)
+        logs_on = logs_on and _read_log(tail, build, log)
         for line in phases.lines(build, clock() - start):
             log(line)
         if build.get("buildComplete"):
+            if logs_on and tail.stream:
+                # CloudWatch makes the last lines readable a moment after the build ends, and they are the
+                # ones that say why a command failed.
+                sleep(LOG_SETTLE_S)
+                _read_log(tail, build, log)
             return build
         sleep(poll_s)
+
+
+def _read_log(tail: LogTail, build: dict[str, Any], log: Log) -> bool:
+    """Show the new log lines; False (stop reading) when the log cannot be read."""
+    try:
+        tail.poll(build)
+    except ClientError as exc:  # the log is a convenience: its refusal must not fail the build
+        log(f"(build log unavailable: {explain(exc, 'logs')})")
+        return False
+    return True
 
 
 def _ensure_repository(ecr: Any, plan: BuildPlan, log: Log) -> None:
