@@ -9,9 +9,12 @@ its pipeline, its frame handling) is pipecat's own. Python ≥ 3.12 (the SDK's r
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import importlib
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -150,3 +153,21 @@ async def test_a_barge_in_clears_what_the_server_was_saying(server: LiveServer, 
     assert "Cleared" in replies
     assert not sink.errors
     assert len(sink.audio) / 2 / RATE < http_pcm_seconds(server, "".join(SENTENCES))  # cut short
+
+
+GUIDE = Path(__file__).resolve().parents[2] / "deploy" / "sagemaker" / "README.md"
+
+
+def test_the_guides_pipecat_agent_compiles_and_everything_it_imports_exists() -> None:
+    guide = GUIDE.read_text()
+    section = guide[guide.index("## A pipecat voice agent whose TTS is a speakwire endpoint") :]
+    source = section[section.index("```python\n") + len("```python\n") : section.index("\n```\n")]
+    tree = ast.parse(source)
+    compile(tree, "agent.py", "exec")
+    imports = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    assert any(node.module == "pipecat.services.deepgram.sagemaker.tts" for node in imports)
+    for node in imports:
+        assert node.module is not None
+        module = importlib.import_module(node.module)
+        for alias in node.names:
+            assert hasattr(module, alias.name), f"{node.module}.{alias.name}"
