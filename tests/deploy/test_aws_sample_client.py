@@ -115,14 +115,18 @@ class LoopbackSageMaker:
         return stream
 
 
-@pytest.fixture(scope="module")
-def sample() -> ModuleType:
+def load_sample() -> ModuleType:
     """The sample module, loaded from its file (not copied, not edited)."""
     spec = importlib.util.spec_from_file_location("aws_sample_sagemaker_bidi_tts", SAMPLE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def sample() -> ModuleType:
+    return load_sample()
 
 
 class NoiseFreePiper:
