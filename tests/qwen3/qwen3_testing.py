@@ -58,7 +58,7 @@ def steer_eos(engine: Any, *, after: int | None) -> Iterator[TalkerSteps]:
         steps.calls += 1
         logits = inner(hidden)
         frames = 0 if logits.shape[1] > 1 else frames + 1
-        logits[..., eos] = 1e9 if after is not None and frames >= after else -1e9
+        logits[..., eos].fill_(1e9 if after is not None and frames >= after else -1e9)  # no host tensor
         return logits
 
     head.forward = forward

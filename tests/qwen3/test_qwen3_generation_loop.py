@@ -271,6 +271,7 @@ def test_the_static_predictor_for_cuda_graphs_gives_exactly_the_eager_codes(tiny
     from speakwire.engines.qwen3 import load_qwen3_engine
 
     engine = load_qwen3_engine(str(tiny_checkpoints["custom_voice"]), max_batch=8)
+    engine.loop.use_static_step(False)  # the eager reference step, where the static predictor is used
     try:
         mixes = [("CustomVoice", {"seed": s, "frames": 20 + 5 * s, "greedy": s % 2 == 0}) for s in range(5)]
         texts = [TEXT, "Hi there!", "hello world.", TEXT, "this is a test."]

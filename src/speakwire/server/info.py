@@ -27,6 +27,8 @@ async def ready(request: Request) -> JSONResponse:
     state = _state(request)
     if state.draining:  # SIGTERM: a load balancer stops sending here while the streams in flight finish
         return JSONResponse({"status": "draining"}, status_code=503, headers={"Retry-After": "1"})
+    if (error := state.engine_error) is not None:
+        return JSONResponse({"status": "unhealthy", "error": error}, status_code=503)
     if state.ready:
         body: dict[str, object] = {"status": "ready", "engine": state.engine.info.name if state.engine else None}
         if state.capacity is not None and state.pipeline is not None:

@@ -62,6 +62,13 @@ class ServerState:
     sessions: set[GoingAway] = field(default_factory=set)
     """The WebSocket sessions open now, closed with 1001 when a drain ends."""
 
+    @property
+    def engine_error(self) -> str | None:
+        """Why a loaded engine says it can no longer serve (its ``health_error``, e.g. Qwen3's repeated failed
+        steps), or None: /ready and /ping answer 503 with it."""
+        error = getattr(self.engine, "health_error", None) if self.ready else None
+        return error if isinstance(error, str) else None
+
     # ----- lifetime ---------------------------------------------------------------------
 
     async def start(self, engine: Engine | None = None) -> None:

@@ -27,6 +27,7 @@ class BatchedTalker:
         import torch
 
         self._torch = torch
+        check_attention(tts)
         self._talker = tts.model.talker
         self._model = tts.model.talker.model
         self._predictor = tts.model.talker.code_predictor
@@ -129,6 +130,22 @@ class BatchedTalker:
 
     def _logits(self, hidden: Any) -> Any:
         return self._talker.codec_head(hidden)[:, -1, :].to(dtype=self._torch.float32)
+
+
+def check_attention(tts: Any) -> None:
+    """The talker and code predictor must run SDPA: the package's eager attention would drop causality in prefill.
+
+    The package's eager attention adds the mask only when one is given, and the prefill passes none (a causal
+    prompt is SDPA's ``is_causal``), so an eager model would let every prompt position see the future.
+    """
+    talker = tts.model.talker
+    for name, config in (("talker", talker.config), ("code predictor", talker.code_predictor.config)):
+        implementation = getattr(config, "_attn_implementation", None)
+        if implementation != "sdpa":
+            raise ValueError(
+                f"qwen3: the {name} runs attention implementation {implementation!r}; the generation loop needs "
+                "'sdpa' (load the model with attn_implementation='sdpa')"
+            )
 
 
 class _GrowingCache:

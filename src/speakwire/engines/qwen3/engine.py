@@ -210,6 +210,11 @@ class Qwen3Engine:
             max_new_tokens=request.max_new_tokens,
         )  # fmt: skip
 
+    @property
+    def health_error(self) -> str | None:
+        """Why the engine can no longer serve (repeated failed generation steps), or None; /ready and /ping 503."""
+        return self.loop.health_error
+
     def engine_metrics(self) -> dict[str, float]:
         """For /metrics: KV slots and their use, the loop's steps and batch, code2wav batching."""
         stats, decoding = self.loop.stats, self.decoding.stats
@@ -378,7 +383,7 @@ def load_qwen3_engine(
     prompt_cache_size: int = 64,
     max_batch: int | None = None,
     max_len: int | None = None,
-    cuda_graphs: bool = False,
+    cuda_graphs: bool | None = None,
 ) -> Qwen3Engine:
     """Load a Qwen3-TTS 12 Hz checkpoint (hub id or local directory) as a streaming engine.
 
@@ -395,8 +400,9 @@ def load_qwen3_engine(
         max_batch: Most utterances generating at once (KV slots); default: what the memory budget allows,
             at most 64.
         max_len: Talker positions per utterance (prompt + frames); default 4096.
-        cuda_graphs: On CUDA, capture the code predictor as CUDA graphs per batch bucket before returning
-            (so before the server's warm-up and /ready). Not yet measured on a GPU: off by default.
+        cuda_graphs: On CUDA, capture the loop's static step (talker decode, code predictor, sampling) as
+            one CUDA graph per batch bucket before returning (so before the server's warm-up and /ready);
+            None (the default) = on for CUDA. A failed capture logs and leaves the step eager.
 
     Raises:
         MissingExtraError: torch or qwen-tts is not installed.
@@ -428,8 +434,12 @@ def load_qwen3_engine(
         memory_share=share,
     )
     _log_loaded(engine, tts, device, dtype_name, time.perf_counter() - started)
-    if cuda_graphs and device.startswith("cuda"):
-        engine.loop.talker.use_static_predictor(capture=True)  # logs its time
+    if cuda_graphs is not False and device.startswith("cuda"):
+        try:
+            with torch.inference_mode():
+                engine.loop.capture_graphs()  # logs its time
+        except Exception:
+            logger.exception("qwen3: capturing the step as CUDA graphs failed; the step runs eagerly")
     return engine
 
 

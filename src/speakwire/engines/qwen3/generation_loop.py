@@ -27,10 +27,14 @@ from typing import Any
 from speakwire.engines.qwen3.batched_talker import BatchedTalker
 from speakwire.engines.qwen3.frame_budget import MAX_FRAMES, frame_budget
 from speakwire.engines.qwen3.sampling import MIN_NEW_TOKENS, RowSampling, sample_rows
+from speakwire.engines.qwen3.static_step import StaticStep
 from speakwire.engines.qwen3.talker_prompt import PromptBuilder, VoicePrompt, VoiceSpec
 from speakwire.engines.qwen3.text_track import TextTrack
 
 logger = logging.getLogger(__name__)
+
+FAILED_STEPS_UNHEALTHY = 3
+"""Consecutive failed steps after which the loop reports itself unhealthy (``health_error``)."""
 
 FRAME_S = 0.08
 """Audio per codec frame (12.5 Hz)."""
@@ -121,9 +125,8 @@ class _Active:
     length: int = 0
     """Positions written to the slot."""
     steps: int = 0
-    next_code: int = -1
-    past_hidden: Any = None
-    seen: Any = None
+    running: bool = False
+    """The prompt is done: the row's next code, hidden state and seen codes are in its slot of ``StaticStep``."""
     frames: int = 0
     first_frame_at: float | None = None
     prompt: Any = None
@@ -182,6 +185,11 @@ class GenerationLoop:
         banned[self._vocab - 1024 :] = True
         banned[self._eos] = False
         self._banned = banned
+        self._true = torch.ones(1, dtype=torch.bool, device=self._device)
+        self.state = StaticStep(tts, talker.cache, banned=banned, eos=self._eos)
+        """Every row's step state, on the device, one entry per slot; its step is the loop's step."""
+        self.static_step = True
+        """False: the eager reference step (the package's layers, per-step gathers and host copies)."""
         self.prefill_chunk = prefill_chunk
         """Most prompt positions in one forward."""
         self.prefill_budget = prefill_budget
@@ -199,6 +207,10 @@ class GenerationLoop:
         self._idle = threading.Event()
         self._idle.set()
         self.stats = LoopStats()
+        self.failed_steps = 0
+        """Consecutive steps that raised; a step that works resets it."""
+        self.health_error: str | None = None
+        """Set once ``FAILED_STEPS_UNHEALTHY`` steps in a row failed (the device is likely broken); it stays."""
 
     # ----- caller side ----------------------------------------------------------------------
 
@@ -233,6 +245,14 @@ class GenerationLoop:
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until no utterance is left and the loop thread holds nothing of the last one."""
         return self._idle.wait(timeout)
+
+    def use_static_step(self, static: bool) -> None:
+        """The static step (graphed on CUDA once ``capture_graphs`` ran) or the eager reference; from the next step."""
+        self.static_step = static
+
+    def capture_graphs(self) -> float:
+        """Record the static step of every batch bucket as a CUDA graph; call before the first row. Seconds taken."""
+        return float(self.state.capture())
 
     def wake(self) -> None:
         with self._cond:
@@ -281,6 +301,7 @@ class GenerationLoop:
     def _end(self, row: Row, end: RowEnd) -> None:
         active = self._active.pop(row, None)
         if active is not None:
+            self.state.release(active.slot)
             heapq.heappush(self._free, active.slot)
         if not row.ended:
             row.ended = True
@@ -368,7 +389,7 @@ class GenerationLoop:
         a few turns instead of one stream per turn, while running rows wait at most one budget per step.
         """
         progressed = False
-        running = any(a.past_hidden is not None for a in self._active.values())
+        running = any(a.running for a in self._active.values())
         budget = self.prefill_budget if running else None
         for active in [a for a in self._active.values() if a.prompt is not None]:
             if active.row.cancelled:
@@ -389,7 +410,7 @@ class GenerationLoop:
             if budget is not None and budget <= 0:
                 break
         # ICL rows that were waiting for text
-        for active in [a for a in self._active.values() if a.prompt is None and a.past_hidden is None]:
+        for active in [a for a in self._active.values() if a.prompt is None and not a.running]:
             ids, done = active.row.text_state()
             try:
                 if self._start_prompt(active, ids, done):
@@ -408,27 +429,25 @@ class GenerationLoop:
         if active.length < prompt.shape[1]:
             return
         active.prompt = None
-        active.past_hidden = hidden
-        active.seen = torch.zeros(1, self._vocab, dtype=torch.bool, device=self._device)
         code = sample_rows(
             torch,
             logits,
             [active.row.sampling.talker],
             [active.generator],
-            seen=active.seen,
+            seen=torch.zeros(1, self._vocab, dtype=torch.bool, device=self._device),
             banned=self._banned,
-            eos_blocked=torch.tensor([True], device=self._device),
+            eos_blocked=self._true,
             eos=self._eos,
         )
-        active.next_code = int(code[0])
-        active.seen[0, active.next_code] = True
+        self.state.start_row(active.slot, active.row.sampling, hidden, code, active.length)
+        active.running = True
 
     # ----- one frame for every row that can take it ---------------------------------------
 
     def _ready(self, now: float) -> list[_Active]:
         rows = []
         for active in self._active.values():
-            if active.prompt is not None or active.past_hidden is None or active.row.cancelled:
+            if active.prompt is not None or not active.running or active.row.cancelled:
                 continue
             ids, done = active.row.text_state()
             self._extend_track(active, ids, done)
@@ -450,10 +469,17 @@ class GenerationLoop:
         started = time.perf_counter()
         try:
             self._advance(rows)
+            self.failed_steps = 0
         except Exception as exc:
+            # The step's rows end with the error and free their slots; the others go on next turn.
             logger.exception("qwen3: generation step failed for %d rows", len(rows))
             for active in rows:
-                self._end(active.row, RowEnd("error", exc))
+                if active.row in self._active:
+                    self._end(active.row, RowEnd("error", exc))
+            self.failed_steps += 1
+            if self.failed_steps >= FAILED_STEPS_UNHEALTHY and self.health_error is None:
+                self.health_error = f"{self.failed_steps} generation steps in a row failed: {type(exc).__name__}: {exc}"
+                logger.error("qwen3: the engine is unhealthy: %s", self.health_error)
         stats = self.stats
         stats.steps += 1
         stats.rows_stepped += len(rows)
@@ -462,26 +488,39 @@ class GenerationLoop:
         return True
 
     def _advance(self, rows: list[_Active]) -> None:
-        torch, talker = self._torch, self.talker
+        if self.static_step:
+            self._advance_static(rows)
+        else:
+            self._advance_eager(rows)
+
+    def _advance_static(self, rows: list[_Active]) -> None:
+        """One step of ``StaticStep``: no host-built tensor, one read-back of the codes."""
+        state = self.state
+        span = max(a.length for a in rows) + 1
+        frames, codes = state.run(
+            [(a.slot, self._text_at(a), a.row.sampling, a.generator) for a in rows], span
+        )
+        self._emit(rows, [frames[a.slot] for a in rows])
+        column = state.codebooks
+        self._finish_step(rows, [int(codes[a.slot, column]) for a in rows])
+
+    def _advance_eager(self, rows: list[_Active]) -> None:
+        """The reference step: the package's layers over ``SlotKVCache``, state gathered from the slots per step."""
+        torch, talker, state = self._torch, self.talker, self.state
         device = self._device
-        first = torch.tensor([a.next_code for a in rows], device=device)
-        past = torch.cat([a.past_hidden for a in rows], dim=0)
+        index = torch.tensor([a.slot for a in rows], device=device)
+        first = state.next_code[index]
+        past = state.past_hidden[index]
         residuals = talker.predict_residuals(
             past, first, [a.row.sampling.predictor for a in rows], [a.generator for a in rows]
         )
         frames = torch.cat((first.unsqueeze(1), residuals), dim=1)
-        now = time.monotonic()
-        for i, active in enumerate(rows):
-            if active.first_frame_at is None:
-                active.first_frame_at = now
-            active.frames += 1
-            read = max(0, active.consumed + active.steps - active.prefix_tokens)
-            active.row.events.put(Frame(frames[i], active.row.text_read(read)))
+        self._emit(rows, [frames[i] for i in range(len(rows))])
 
         text = torch.cat([self._text_at(a) for a in rows], dim=0)
         embeds = talker.embed_codes(frames) + text
         logits, hidden = talker.decode([a.slot for a in rows], [a.length for a in rows], embeds)
-        seen = torch.cat([a.seen for a in rows], dim=0)
+        seen = state.seen[index]
         blocked = torch.tensor([a.frames < MIN_NEW_TOKENS for a in rows], device=device)
         codes = sample_rows(
             torch,
@@ -492,14 +531,28 @@ class GenerationLoop:
             banned=self._banned,
             eos_blocked=blocked,
             eos=self._eos,
-        ).tolist()
-        for i, active in enumerate(rows):
+        )
+        state.next_code[index] = codes
+        state.past_hidden[index] = hidden
+        state.seen[index, codes] = True
+        state.length[index] += 1
+        state.frames[index] += 1
+        self._finish_step(rows, codes.tolist())
+
+    def _emit(self, rows: list[_Active], frames: list[Any]) -> None:
+        now = time.monotonic()
+        for active, codes in zip(rows, frames, strict=True):
+            if active.first_frame_at is None:
+                active.first_frame_at = now
+            active.frames += 1
+            read = max(0, active.consumed + active.steps - active.prefix_tokens)
+            active.row.events.put(Frame(codes, active.row.text_read(read)))
+
+    def _finish_step(self, rows: list[_Active], codes: list[int]) -> None:
+        for active, code in zip(rows, codes, strict=True):
             active.length += 1
             active.steps += 1
-            active.past_hidden = hidden[i : i + 1]
-            active.next_code = int(codes[i])
-            active.seen[0, active.next_code] = True
-            if active.next_code == self._eos:
+            if code == self._eos:
                 self._end(active.row, RowEnd("eos"))
             elif active.frames >= active.row.max_frames or active.length + 1 >= self.talker.cache.max_len:
                 self._end(active.row, RowEnd("capped"))

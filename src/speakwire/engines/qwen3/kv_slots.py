@@ -37,7 +37,8 @@ class SlotKVCache:
 
     def __init__(self, torch: Any, config: Any, *, slots: int, max_len: int, dtype: Any, device: Any) -> None:
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        shape = (config.num_hidden_layers, slots, config.num_key_value_heads, max_len, head_dim)
+        # One position more than ``max_len``: the scratch position where the static step's idle slots write.
+        shape = (config.num_hidden_layers, slots, config.num_key_value_heads, max_len + 1, head_dim)
         self._torch = torch
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)

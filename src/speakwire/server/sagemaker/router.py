@@ -28,6 +28,8 @@ async def ping_post(request: Request) -> JSONResponse:
 def _ping(state: ServerState) -> JSONResponse:
     if state.draining:  # SIGTERM came (server.drain): stop routing here while the streams in flight finish
         return JSONResponse({"status": "draining"}, 503, headers={"Retry-After": "1"})
+    if (error := state.engine_error) is not None:
+        return JSONResponse({"status": "unhealthy", "error": error}, 503)
     if state.ready:
         return JSONResponse({"status": "healthy"})
     return JSONResponse({"status": "failed" if state.load_error else "loading", "error": state.load_error}, 503)

@@ -1,0 +1,401 @@
+"""The loop's step as one static function over per-slot device buffers: graphable per batch bucket.
+
+Everything a step needs lives on the device, one row per KV slot, written when a row is admitted
+(``start_row``) and advanced by the step itself: the row's next first-codebook code, its last hidden
+state, the codes it has produced (repetition penalty), its position, its frame count and its sampling
+settings for both stages. A step runs over the slot prefix ``0..bucket-1`` (``BUCKETS``); the slots
+that do not step this time (free, prefilling, waiting for text, sitting out) are computed and masked
+out, so no state is gathered and no index is sent from the host. What the host does per step:
+
+* marks the stepping slots in ``active`` (only when the set changed; ``fill_`` with a Python scalar, no
+  copy from host memory), copies each row's next text embedding into ``text`` (device to device) and
+  draws each sampling row's noise for the frame in one ``exponential_`` from the row's own generator
+  into ``noise`` (15 code-predictor draws, then the talker's, in the order the package draws them);
+* runs the step (``_body``: code predictor, codes read back into the talker, one talker decode,
+  sampling) or replays its CUDA graph;
+* reads back one small tensor, ``out`` (the frame's 16 codes and the next code per slot).
+
+The talker decode is written out here, with the package's modules doing the arithmetic (projections,
+norms, MLP, heads): rotary tables once per step, each row's keys and values written in place at its own
+position of its own slot (``scatter_``) and read in place (the prefix of slots is a view), attention by
+``scaled_dot_product_attention`` with native GQA (``enable_gqa``) and a per-row length mask. The code
+predictor runs the package's layers over a 16-position static cache with its rotary tables computed at
+load. Sampling is ``sampling.sample_rows``'s arithmetic with per-slot settings; top-k takes the k-th
+value from ``topk`` (at most ``TOPK_CAP``; a larger k, or a top-p below 1, makes that step run eagerly
+with a full sort, never graphed).
+
+The tests compare it with the eager loop (``GenerationLoop`` with ``use_static_step(False)``) and with the
+package's ``generate_*``: the same codes, greedy and sampled, in padded buckets, with rows joining,
+leaving and cancelled.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+from speakwire.engines.qwen3.sampling import MIN_NEW_TOKENS, RowSampling
+
+logger = logging.getLogger(__name__)
+
+BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+TOPK_CAP = 64
+"""Largest top-k a graphed step takes (the package's defaults are 50 for both stages)."""
+
+
+def buckets_for(slots: int) -> tuple[int, ...]:
+    return (*(b for b in BUCKETS if b < slots), slots)
+
+
+class StaticStep:
+    """Per-slot step state and the step over a slot prefix; ``capture`` records one CUDA graph per bucket."""
+
+    def __init__(self, tts: Any, cache: Any, *, banned: Any, eos: int) -> None:
+        import torch
+
+        self._torch = torch
+        talker = tts.model.talker
+        self._talker = talker
+        self._model = talker.model
+        self._predictor = talker.code_predictor
+        self._cache = cache
+        config = talker.config
+        pconfig = self._predictor.config
+        device, dtype = talker.device, talker.dtype
+        self.device = device
+        slots = cache.slots
+        self.slots = slots
+        self.codebooks = int(tts.model.config.talker_config.num_code_groups)
+        self.vocab = int(config.vocab_size)
+        self.pvocab = int(pconfig.vocab_size)
+        self.park = cache.max_len
+        """The scratch position (the cache holds one more) where slots that do not step write."""
+        self.eos = eos
+        hidden = int(config.hidden_size)
+        c = self.codebooks
+        self.buckets = buckets_for(slots)
+
+        def zeros(*shape: int, dtype: Any = torch.float32) -> Any:
+            return torch.zeros(shape, dtype=dtype, device=device)
+
+        long, boolean = torch.long, torch.bool
+        self.next_code = zeros(slots, dtype=long)
+        self.past_hidden = zeros(slots, 1, hidden, dtype=dtype)
+        self.seen = zeros(slots, self.vocab, dtype=boolean)
+        self.length = torch.full((slots,), self.park, dtype=long, device=device)
+        self.frames = zeros(slots, dtype=long)
+        self.active = zeros(slots, dtype=boolean)
+        self.text = zeros(slots, 1, hidden, dtype=dtype)
+        self.noise = torch.ones((slots, (c - 1) * self.pvocab + self.vocab), device=device)
+        self.out = zeros(slots, c + 1, dtype=long)
+        # sampling settings per slot: talker (t_) and code predictor (p_)
+        self.t_sample, self.p_sample = zeros(slots, 1, dtype=boolean), zeros(slots, 1, dtype=boolean)
+        self.t_temperature, self.p_temperature = torch.ones((slots, 1), device=device), torch.ones((slots, 1),
+                                                                                                  device=device)
+        self.t_top_k = torch.ones((slots, 1), dtype=long, device=device)
+        self.p_top_k = torch.ones((slots, 1), dtype=long, device=device)
+        """Free slots hold 1 (within ``TOPK_CAP``), so only a stepping row can make a step ungraphable."""
+        self.t_top_p = torch.full((slots, 1), -1.0, device=device)
+        self.p_top_p = torch.full((slots, 1), -1.0, device=device)
+        """Top-p floors: ``1 - top_p`` (computed in Python, as ``sample_rows`` does), -1 for none."""
+        self.t_penalty = torch.ones((slots, 1), device=device)
+        self._banned = banned
+        self._eos_column = torch.arange(self.vocab, device=device) == eos
+        self._key_positions = torch.arange(cache.max_len, device=device)
+        # the talker's rotary: the multimodal sections are combined once per step (``_rotary``)
+        attention = self._model.layers[0].self_attn
+        self._mrope = (list(attention.rope_scaling["mrope_section"]), bool(attention.rope_scaling["interleaved"]))
+        self._rotate_half = sys.modules[type(attention).__module__].rotate_half
+        self._kv_heads = int(config.num_key_value_heads)
+        self._head_dim = int(getattr(config, "head_dim", None) or hidden // config.num_attention_heads)
+        # the code predictor: a 16-position cache per layer over all slots, rotary tables for its 15 forwards
+        phead = int(getattr(pconfig, "head_dim", None) or pconfig.hidden_size // pconfig.num_attention_heads)
+        pshape = (slots, int(pconfig.num_key_value_heads), c, phead)
+        layers = int(pconfig.num_hidden_layers)
+        self._pkeys = [torch.zeros(pshape, dtype=dtype, device=device) for _ in range(layers)]
+        self._pvalues = [torch.zeros(pshape, dtype=dtype, device=device) for _ in range(layers)]
+        self._ppositions = [torch.arange(2, device=device).unsqueeze(0)] + [
+            torch.full((1, 1), step + 1, dtype=long, device=device) for step in range(1, c - 1)
+        ]
+        probe = torch.zeros((1, 1, int(pconfig.hidden_size)), dtype=dtype, device=device)
+        rotary = self._predictor.model.rotary_emb
+        self._protary = [rotary(probe, positions) for positions in self._ppositions]
+        self._embed_first = talker.get_input_embeddings()
+        self._embed_rest = self._predictor.get_input_embeddings()
+        self._host: Any = None
+        self._event: Any = None
+        if str(device).startswith("cuda"):
+            self._host = torch.zeros((slots, c + 1), dtype=long, pin_memory=True)
+            self._event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+        self._graphs: dict[int, Any] = {}
+        self._active_slots: tuple[int, ...] = ()
+
+    # ----- admission -------------------------------------------------------------------------------
+
+    def start_row(self, slot: int, sampling: RowSampling, hidden: Any, code: Any, length: int) -> None:
+        """A row's prompt is done: its last hidden state (1, 1, D), first code (1,) and position go to its slot."""
+        talker, predictor = sampling.talker, sampling.predictor
+        self.past_hidden[slot].copy_(hidden[0])
+        self.next_code[slot].copy_(code[0])
+        seen = self.seen[slot]
+        seen.zero_()
+        seen.scatter_(0, code, True)
+        self.length[slot].fill_(length)
+        self.frames[slot].fill_(0)
+        self.t_sample[slot].fill_(talker.do_sample)
+        self.t_temperature[slot].fill_(talker.temperature)
+        self.t_top_k[slot].fill_(min(talker.top_k, self.vocab) or self.vocab)
+        self.t_top_p[slot].fill_(1 - talker.top_p if talker.top_p < 1.0 else -1.0)
+        self.t_penalty[slot].fill_(talker.repetition_penalty)
+        self.p_sample[slot].fill_(predictor.do_sample)
+        self.p_temperature[slot].fill_(predictor.temperature)
+        self.p_top_k[slot].fill_(min(predictor.top_k, self.pvocab) or self.pvocab)
+        self.p_top_p[slot].fill_(1 - predictor.top_p if predictor.top_p < 1.0 else -1.0)
+
+    def release(self, slot: int) -> None:
+        """The slot's row is over: it writes at the scratch position from now on."""
+        self.length[slot].fill_(self.park)
+        self.t_top_k[slot].fill_(1)
+        self.p_top_k[slot].fill_(1)
+
+    # ----- one step ---------------------------------------------------------------------------------
+
+    def graphable(self, sampling: RowSampling) -> bool:
+        """Whether a row's settings fit the graphed step (top-k within ``TOPK_CAP``, no top-p)."""
+        return all(
+            0 < s.top_k <= TOPK_CAP and s.top_p >= 1.0 for s in (sampling.talker, sampling.predictor)
+        )
+
+    def bucket(self, slots: list[int]) -> int:
+        top = max(slots) + 1
+        return min(b for b in self.buckets if b >= top)
+
+    def run(self, rows: list[tuple[int, Any, RowSampling, Any]], span: int) -> tuple[Any, Any]:
+        """Step the rows ``(slot, text embedding (1, 1, D), sampling, generator)``; ``span`` positions are read.
+
+        Returns (frames (bucket, 16) on the device, by slot; the host copy of ``out``: (bucket, 17) codes).
+        """
+        slots = sorted(slot for slot, *_ in rows)
+        if tuple(slots) != self._active_slots:
+            self.active.fill_(False)
+            for slot in slots:
+                self.active[slot].fill_(True)
+            self._active_slots = tuple(slots)
+        split = (self.codebooks - 1) * self.pvocab
+        graphable = True
+        for slot, text, sampling, generator in rows:
+            self.text[slot].copy_(text[0])
+            predictor, talker = sampling.predictor.do_sample, sampling.talker.do_sample
+            noise = self.noise[slot]
+            if predictor and talker:
+                noise.exponential_(1, generator=generator)
+            elif predictor:
+                noise[:split].exponential_(1, generator=generator)
+            elif talker:
+                noise[split:].exponential_(1, generator=generator)
+            graphable = graphable and self.graphable(sampling)
+        bucket = self.bucket(slots)
+        graph = self._graphs.get(bucket) if graphable else None
+        if graph is not None:
+            graph.replay()
+        else:
+            self._body(bucket, span, graphable)
+        return self.out[:bucket, : self.codebooks].clone(), self._read_back(bucket)
+
+    def _read_back(self, bucket: int) -> Any:
+        """The one device-to-host copy of a step: the frame codes and next codes of the bucket."""
+        if self._host is None:
+            return self.out[:bucket].numpy().copy()
+        host = self._host[:bucket]
+        host.copy_(self.out[:bucket], non_blocking=True)
+        self._event.record()
+        self._event.synchronize()
+        return host.numpy()
+
+    def capture(self) -> float:
+        """Record the step of every bucket as a CUDA graph (at load, while no row runs); returns the seconds."""
+        torch = self._torch
+        started = time.perf_counter()
+        self.active.fill_(False)
+        self._active_slots = ()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for bucket in self.buckets:
+                for _ in range(2):
+                    self._body(bucket, self._cache.max_len, True)
+        torch.cuda.current_stream().wait_stream(side)
+        graphs: dict[int, Any] = {}
+        pool = None
+        for bucket in sorted(self.buckets, reverse=True):  # the largest first; the others share its memory pool
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):  # code2wav may run
+                self._body(bucket, self._cache.max_len, True)
+            pool = graph.pool()
+            graphs[bucket] = graph
+        torch.cuda.synchronize()
+        self._graphs = graphs  # only once every bucket is captured
+        seconds = time.perf_counter() - started
+        logger.info("qwen3: captured the loop step as CUDA graphs for batches %s in %.2f s", list(self.buckets),
+                    seconds)  # fmt: skip
+        return seconds
+
+    @property
+    def captured(self) -> bool:
+        return bool(self._graphs)
+
+    def _body(self, b: int, span: int, graphable: bool) -> None:
+        """The step over slots 0..b-1; writes ``out`` and advances the state of the ``active`` slots."""
+        torch, c = self._torch, self.codebooks
+        active = self.active[:b]
+        first = self.next_code[:b]
+        past = self.past_hidden[:b]
+        out = self.out[:b]
+        out[:, 0].copy_(first)
+        self._predict(b, past, first, out, graphable)
+        embeds = self._embed(out[:, :c]) + self.text[:b]
+        logits, hidden = self._decode(b, embeds, span)
+        frames = self.frames[:b]
+        frames.add_(active)
+        following = self._sample_talker(b, logits, frames < MIN_NEW_TOKENS, graphable)
+        out[:, c].copy_(following)
+        first.copy_(torch.where(active, following, first))
+        past.copy_(torch.where(active.view(b, 1, 1), hidden, past))
+        index = following.unsqueeze(1)
+        seen = self.seen[:b]
+        seen.scatter_(1, index, seen.gather(1, index) | active.unsqueeze(1))
+        self.length[:b].add_(active)
+
+    def _embed(self, frames: Any) -> Any:
+        """``BatchedTalker.embed_codes``: the 16 codebook embeddings of each frame summed, (B, 1, D)."""
+        torch = self._torch
+        parts = [self._embed_first(frames[:, :1])]
+        parts += [self._embed_rest[i](frames[:, i + 1 : i + 2]) for i in range(self.codebooks - 1)]
+        return torch.cat(parts, dim=1).sum(1, keepdim=True)
+
+    def _predict(self, b: int, past: Any, first: Any, out: Any, graphable: bool) -> None:
+        torch = self._torch
+        predictor, model = self._predictor, self._predictor.model
+        cache = _PrefixCache([k[:b] for k in self._pkeys], [v[:b] for v in self._pvalues])
+        inputs = torch.cat((past, self._embed_first(first.unsqueeze(1))), dim=1)
+        split = (self.codebooks - 1) * self.pvocab
+        noise = self.noise[:b, :split].view(b, self.codebooks - 1, self.pvocab)
+        settings = (self.p_sample[:b], self.p_temperature[:b], self.p_top_k[:b], self.p_top_p[:b])
+        for step in range(self.codebooks - 1):
+            if step:
+                inputs = model.get_input_embeddings()[step - 1](out[:, step : step + 1])
+            hidden = predictor.small_to_mtp_projection(inputs)
+            for layer in model.layers:
+                hidden = layer(hidden, attention_mask=None, position_ids=self._ppositions[step], past_key_values=cache,
+                               use_cache=True, position_embeddings=self._protary[step])[0]  # fmt: skip
+            hidden = model.norm(hidden)
+            logits = predictor.lm_head[step](hidden)[:, -1, :].to(dtype=torch.float32)
+            cache.position += inputs.shape[1]
+            greedy = torch.argmax(logits, dim=-1)
+            out[:, step + 1].copy_(self._pick(logits, greedy, noise[:, step], settings, graphable))
+
+    def _sample_talker(self, b: int, logits: Any, blocked: Any, graphable: bool) -> Any:
+        """``sample_rows`` for the talker: penalty over seen codes, no EOS before the second frame, suppressed ids."""
+        torch = self._torch
+        penalty = self.t_penalty[:b]
+        penalized = torch.where(logits < 0, logits * penalty, logits / penalty)
+        scores = torch.where(self.seen[:b] & (penalty != 1.0), penalized, logits)
+        scores = scores.masked_fill(self._banned | (self._eos_column & blocked.unsqueeze(1)), float("-inf"))
+        greedy = torch.argmax(scores, dim=-1)
+        noise = self.noise[:b, (self.codebooks - 1) * self.pvocab :]
+        settings = (self.t_sample[:b], self.t_temperature[:b], self.t_top_k[:b], self.t_top_p[:b])
+        return self._pick(scores, greedy, noise, settings, graphable)
+
+    def _pick(self, scores: Any, greedy: Any, noise: Any, settings: tuple[Any, ...], graphable: bool) -> Any:
+        """Temperature, top-k, top-p, then the row's draw (``argmax(probs / q)``); greedy rows take ``greedy``."""
+        torch = self._torch
+        sample, temperature, top_k, top_p = settings
+        scores = scores / temperature
+        if graphable:
+            kth = torch.topk(scores, min(TOPK_CAP, scores.shape[-1]), dim=-1).values.gather(1, top_k - 1)
+        else:
+            kth = torch.sort(scores, dim=-1, descending=True).values.gather(1, top_k - 1)
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+        if not graphable:  # top-p (a no-op for rows at 1.0)
+            ordered, order = torch.sort(scores, descending=False)
+            cumulative = ordered.softmax(dim=-1).cumsum(dim=-1)
+            remove = cumulative <= top_p
+            remove[..., -1:] = False
+            scores = scores.masked_fill(remove.scatter(1, order, remove), float("-inf"))
+        picks = torch.argmax(torch.softmax(scores, dim=-1) / noise, dim=-1)
+        return torch.where(sample[:, 0], picks, greedy)
+
+    def _rotary(self, embeds: Any, positions: Any) -> tuple[Any, Any]:
+        """The talker's cos/sin for this step, multimodal sections combined (the package does it per layer)."""
+        torch = self._torch
+        cos, sin = self._model.rotary_emb(embeds, positions.view(1, -1, 1).expand(3, -1, -1))
+        section, interleaved = self._mrope
+        if interleaved:
+
+            def combine(x: Any) -> Any:
+                dim = x.shape[-1]
+                modality = len(section)
+                half = x[..., : dim // 2]
+                merged = half[0].clone()
+                for i, n in enumerate(section[1:], 1):
+                    merged[..., i : n * modality : modality] = half[i, ..., i : n * modality : modality]
+                return torch.cat([merged] * 2, dim=-1).unsqueeze(1)
+
+        else:
+
+            def combine(x: Any) -> Any:
+                parts = x.split(section * 2, dim=-1)
+                return torch.cat([m[i % 3] for i, m in enumerate(parts)], dim=-1).unsqueeze(1)
+
+        return combine(cos), combine(sin)
+
+    def _decode(self, b: int, embeds: Any, span: int) -> tuple[Any, Any]:
+        """One talker position for slots 0..b-1, each at its own ``length``: (logits (b, V) float32, hidden)."""
+        torch = self._torch
+        functional = torch.nn.functional
+        positions = self.length[:b]
+        cos, sin = self._rotary(embeds, positions)
+        rotate = self._rotate_half
+        mask = (self._key_positions[:span] <= positions.unsqueeze(1)).view(b, 1, 1, span)
+        where = positions.view(b, 1, 1, 1).expand(b, self._kv_heads, 1, self._head_dim)
+        shape = (b, 1, -1, self._head_dim)
+        hidden = embeds
+        for i, layer in enumerate(self._model.layers):
+            attention = layer.self_attn
+            residual = hidden
+            x = layer.input_layernorm(hidden)
+            q = attention.q_norm(attention.q_proj(x).view(shape)).transpose(1, 2)
+            k = attention.k_norm(attention.k_proj(x).view(shape)).transpose(1, 2)
+            v = attention.v_proj(x).view(shape).transpose(1, 2)
+            q = (q * cos) + (rotate(q) * sin)
+            k = (k * cos) + (rotate(k) * sin)
+            keys, values = self._cache.keys[i, :b], self._cache.values[i, :b]
+            keys.scatter_(2, where, k)
+            values.scatter_(2, where, v)
+            attended = functional.scaled_dot_product_attention(
+                q, keys[:, :, :span], values[:, :, :span], attn_mask=mask, scale=attention.scaling, enable_gqa=True
+            )
+            attended = attended.transpose(1, 2).reshape(b, 1, -1)
+            hidden = residual + attention.o_proj(attended)
+            residual = hidden
+            hidden = residual + layer.mlp(layer.post_attention_layernorm(hidden))
+        hidden = self._model.norm(hidden)
+        logits = self._talker.codec_head(hidden)[:, -1, :].to(dtype=torch.float32)
+        return logits, hidden[:, -1:, :]
+
+
+class _PrefixCache:
+    """The code predictor's per-frame cache over a slot prefix: ``update`` writes at ``position``."""
+
+    def __init__(self, keys: list[Any], values: list[Any]) -> None:
+        self.keys = keys
+        self.values = values
+        self.position = 0
+
+    def update(self, key: Any, value: Any, layer_idx: int, cache_kwargs: Any = None) -> tuple[Any, Any]:
+        end = self.position + key.shape[-2]
+        self.keys[layer_idx][:, :, self.position : end] = key
+        self.values[layer_idx][:, :, self.position : end] = value
+        return self.keys[layer_idx][:, :, :end], self.values[layer_idx][:, :, :end]

@@ -1,0 +1,247 @@
+"""The static, device-resident step (``static_step``) against the eager reference step, on tiny checkpoints.
+
+The loop runs ``StaticStep`` by default (what a CUDA graph records; eagerly on CPU). ``use_static_step(False)``
+runs the reference: the package's decoder layers over ``SlotKVCache``, gathering each row's state and building
+index tensors from host lists every step. For the same rows both must give exactly the same codes, greedy and
+sampled, in padded buckets, with rows joining and leaving and cancelled; and a static step must build no
+tensor from host data and read back exactly one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+from qwen3_testing import steer_eos
+
+from speakwire.engines.base import SynthesisRequest
+from speakwire.engines.qwen3.generation_loop import Row, RowEnd
+from speakwire.engines.qwen3.sampling import RowSampling, Sampling
+
+pytestmark = pytest.mark.qwen
+
+TEXT = "hello world, this is a tiny test. hello world, this is a tiny test."
+TEXTS = [TEXT, "Hi there!", "hello world.", TEXT + " " + TEXT, "this is a test.", TEXT]
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_checkpoints: dict[str, Any]) -> Any:
+    from speakwire.engines.qwen3 import load_qwen3_engine
+
+    loaded = load_qwen3_engine(str(tiny_checkpoints["custom_voice"]), max_batch=8)
+    yield loaded
+    loaded.close()
+
+
+def request(engine: Any, *, seed: int, frames: int, greedy: bool = False, sampling: Any = None) -> SynthesisRequest:
+    req = SynthesisRequest(voice="ryan", language="english", seed=seed, max_new_tokens=frames)
+    if greedy:
+        req.extra["greedy"] = True
+    if sampling is not None:
+        req.extra["sampling"] = sampling
+    return engine.prepare(engine.validate(req))
+
+
+def collect(row: Row, *, cancel_after: int | None = None, timeout: float = 120) -> tuple[np.ndarray, str]:
+    frames: list[np.ndarray] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        event = row.events.get(timeout=max(0.1, deadline - time.monotonic()))
+        if isinstance(event, RowEnd):
+            assert event.error is None, event.error
+            return np.stack(frames) if frames else np.zeros((0, 16), np.int64), event.reason
+        frames.append(event.codes.cpu().numpy())
+        if cancel_after is not None and len(frames) == cancel_after:
+            row.cancel()
+
+
+def run_mix(engine: Any, specs: list[dict[str, Any]], *, static: bool) -> list[tuple[np.ndarray, str]]:
+    """Rows started at their ``after`` (frames of row 0 already out), each consumed on its own thread."""
+    engine.loop.use_static_step(static)
+    assert engine.loop.wait_idle(timeout=60)
+    results: list[Any] = [None] * len(specs)
+    rows: list[Row | None] = [None] * len(specs)
+    started = [threading.Event() for _ in specs]
+    base = _frames_out(engine)
+
+    def consume(i: int) -> None:
+        spec = specs[i]
+        row = engine.open_row(request(engine, **spec["request"]))
+        rows[i] = row
+        row.feed(spec["text"])
+        row.finish()
+        started[i].set()
+        results[i] = collect(row, cancel_after=spec.get("cancel_after"))
+
+    first = threading.Thread(target=consume, args=(0,))
+    first.start()
+    started[0].wait(30)
+    others = []
+    for i in range(1, len(specs)):
+        wait_for = specs[i].get("after", 0)
+        while wait_for and _frames_out(engine) - base < wait_for:
+            time.sleep(0.001)
+        thread = threading.Thread(target=consume, args=(i,))
+        thread.start()
+        others.append(thread)
+    for thread in [first, *others]:
+        thread.join(timeout=300)
+    engine.loop.use_static_step(True)
+    return results
+
+
+def _frames_out(engine: Any) -> int:
+    return int(engine.loop.stats.rows_stepped)
+
+
+def _mix() -> list[dict[str, Any]]:
+    specs: list[dict[str, Any]] = []
+    for i in range(6):
+        spec: dict[str, Any] = {
+            "request": {"seed": 10 + i, "frames": 15 + 7 * i, "greedy": i % 3 == 1},
+            "text": TEXTS[i],
+        }
+        specs.append(spec)
+    specs[3]["cancel_after"] = 4  # leaves in the middle of the batch (row 2 ends at EOS after 3 frames)
+    return specs
+
+
+def test_the_static_step_gives_exactly_the_codes_of_the_eager_step(engine: Any) -> None:
+    """Six rows (greedy and sampled) at once: slots 0..5, the 8-row bucket with two padding rows, one cancel."""
+    specs = _mix()
+    eager = run_mix(engine, specs, static=False)
+    static = run_mix(engine, specs, static=True)
+    for i, ((got, reason), (expected, expected_reason)) in enumerate(zip(static, eager, strict=True)):
+        if specs[i].get("cancel_after"):
+            assert reason == expected_reason == "cancelled"
+            np.testing.assert_array_equal(got[:4], expected[:4])
+        else:
+            assert reason == expected_reason
+            np.testing.assert_array_equal(got, expected)
+    assert engine.loop.stats.max_batch >= 5
+
+
+def test_rows_joining_and_leaving_get_their_solo_codes_on_the_static_step(engine: Any) -> None:
+    """Rows that join a running batch (new slots), leave it (freed slots) and rejoin: each row's codes are its solo
+    codes from the eager step, whatever the bucket it stepped in."""
+    specs = _mix()
+    solo = [run_mix(engine, [spec], static=False)[0] for spec in specs]
+    staggered = [{**spec, "after": 6 * i} for i, spec in enumerate(specs)]
+    together = run_mix(engine, staggered, static=True)
+    for i, ((got, reason), (expected, _)) in enumerate(zip(together, solo, strict=True)):
+        if specs[i].get("cancel_after"):
+            assert reason == "cancelled"
+            np.testing.assert_array_equal(got[:4], expected[:4])
+        else:
+            np.testing.assert_array_equal(got, expected)
+
+
+def test_a_row_with_top_p_or_a_large_top_k_steps_eagerly_with_the_same_codes(engine: Any) -> None:
+    """Top-p < 1 or top-k above TOPK_CAP cannot be graphed: such a step runs the same function with a sort."""
+    wide = RowSampling(Sampling(top_k=0, top_p=0.8, repetition_penalty=1.1), Sampling(top_k=200, top_p=0.9))
+    specs = _mix()[:3]
+    specs[0]["request"] = {"seed": 3, "frames": 25, "sampling": wide}
+    eager = run_mix(engine, specs, static=False)
+    static = run_mix(engine, specs, static=True)
+    for i, ((got, _), (expected, _)) in enumerate(zip(static, eager, strict=True)):
+        n = 4 if specs[i].get("cancel_after") else len(expected)
+        np.testing.assert_array_equal(got[:n], expected[:n])
+
+
+def test_a_static_step_builds_no_tensor_from_host_data_and_reads_back_once(engine: Any) -> None:
+    """Counted on the loop thread around one full step of 4 rows: aten ops that take host data (``lift_fresh``:
+    ``torch.tensor``, list indexing, Python scalars assigned), host reads (``_local_scalar_dense``: ``item``,
+    ``bool``, ``int``; ``tolist``; ``numpy``), full sorts, and rotary-table computations."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    loop = engine.loop
+    counts: Counter[str] = Counter()
+    mine: dict[str, int | None] = {"thread": None}
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            counts[func.overloadpacket.__name__] += 1
+            return func(*args, **(kwargs or {}))
+
+    inner_step, inner_tolist, inner_numpy = loop._step, torch.Tensor.tolist, torch.Tensor.numpy
+    rotary = engine.tts_model.model.talker.model.rotary_emb
+    rotary_forward = rotary.forward
+    wanted = threading.Event()
+    done = threading.Event()
+
+    def reads(name: str, inner: Any) -> Any:
+        def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if mine["thread"] == threading.get_ident():
+                counts[name] += 1
+            return inner(self, *args, **kwargs)
+
+        return counted
+
+    def rotary_counted(*args: Any, **kwargs: Any) -> Any:
+        counts["rotary"] += 1
+        return rotary_forward(*args, **kwargs)
+
+    def step() -> bool:
+        if not wanted.is_set() or done.is_set():
+            return bool(inner_step())
+        before = loop.stats.rows_stepped
+        counts.clear()
+        mine["thread"] = threading.get_ident()
+        try:
+            with Count():
+                progressed = inner_step()
+        finally:
+            mine["thread"] = None
+        if loop.stats.rows_stepped - before == 4:
+            done.set()
+        return bool(progressed)
+
+    rows = []
+    with steer_eos(engine, after=None):
+        loop._step = step
+        torch.Tensor.tolist = reads("tolist", inner_tolist)  # type: ignore[method-assign]
+        torch.Tensor.numpy = reads("numpy", inner_numpy)  # type: ignore[method-assign]
+        rotary.forward = rotary_counted
+        try:
+            rows = [engine.open_row(request(engine, seed=s, frames=200, greedy=s == 1)) for s in range(4)]
+            for row in rows:
+                row.feed(TEXT)
+                row.finish()
+            while any(row.events.qsize() < 2 for row in rows):
+                time.sleep(0.005)
+            wanted.set()
+            assert done.wait(60)
+        finally:
+            del loop._step
+            torch.Tensor.tolist = inner_tolist  # type: ignore[method-assign]
+            torch.Tensor.numpy = inner_numpy  # type: ignore[method-assign]
+            rotary.forward = rotary_forward
+            for row in rows:
+                row.cancel()
+            for row in rows:
+                collect(row)
+    assert counts["lift_fresh"] == 0, counts
+    assert counts["_local_scalar_dense"] == 0 and counts["tolist"] == 0, counts
+    assert counts["numpy"] == 1  # the one read-back: the frame codes and next codes of the bucket
+    assert counts["sort"] == 0 and counts["topk"] == 16  # 15 code-predictor draws and the talker's
+    assert counts["rotary"] == 1  # the talker's rotary tables once per step; the predictor's are made at load
+    assert counts["exponential_"] == 3  # one noise draw per sampling row (one row is greedy)
+
+
+def test_an_eager_attention_implementation_is_refused_at_load(engine: Any) -> None:
+    from speakwire.engines.qwen3.batched_talker import check_attention
+
+    config = engine.tts_model.model.talker.config
+    saved = config._attn_implementation
+    config._attn_implementation = "eager"
+    try:
+        with pytest.raises(ValueError, match="sdpa"):
+            check_attention(engine.tts_model)
+    finally:
+        config._attn_implementation = saved
+    check_attention(engine.tts_model)
