@@ -23,7 +23,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from support.live_server import free_port
+from speakwire.server.drain import drain
+from support.live_server import LiveServer, free_port, start_server
 
 SENTENCES = ["The drain lets this sentence finish. ", "And this one, whose end comes after the signal."]
 LONG_TEXT = "A long reply that is still being spoken when the drain time runs out. " * 120
@@ -126,7 +127,7 @@ async def test_sigterm_lets_streams_in_flight_finish_and_refuses_new_ones(tmp_pa
                 refused = await http.post(f"{url}/v1/audio/speech", json=speech)
                 assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
                 assert refused.json()["error"]["type"] == "ServiceUnavailableError"
-                async with stream_session(url) as late:  # a new session: refused as at capacity, 1013
+                async with connect(url.replace("http", "ws") + "/v1/audio/speech/stream") as late:  # refused: 1013
                     late_events, _, late_code = await receive_until_closed(late)
                 assert late_code == 1013
                 assert [(e["type"], e.get("code")) for e in late_events] == [("error", "shutting_down")]
@@ -157,6 +158,7 @@ async def test_past_the_drain_timeout_what_remains_is_closed_with_1001(tmp_path:
         ):
             for text in SENTENCES:  # never finished: no input.done
                 await ws.send(json.dumps({"type": "input.text", "text": text}))
+            await first_event(ws, "audio.start")  # admitted before the signal
             chunks = body.aiter_raw()
             first = await anext(chunks)
             process.send_signal(signal.SIGTERM)
@@ -169,3 +171,70 @@ async def test_past_the_drain_timeout_what_remains_is_closed_with_1001(tmp_path:
         assert "session.done" not in [e["type"] for e in events]
         assert exit_code(process, log) == 0, log.read_text()
     assert "2 utterance(s) still in flight are cut" in log.read_text()
+
+
+# ----- every dialect, in process: the 1001 with its final event, then refusals -------------------------------
+
+
+@pytest.fixture
+def live(piper_engine: Any) -> Iterator[LiveServer]:
+    server = start_server(engine=piper_engine)
+    yield server
+    server.stop()
+
+
+async def messages_until_closed(ws: ClientConnection) -> tuple[list[str | bytes], int | None]:
+    received: list[str | bytes] = []
+    try:
+        while True:
+            received.append(await ws.recv())
+    except ConnectionClosed as exc:
+        return received, exc.rcvd.code if exc.rcvd else None
+
+
+def dialect_urls(live: LiveServer) -> dict[str, str]:
+    base = live.url.replace("http", "ws")
+    return {
+        "deepgram": f"{base}/v1/speak?model=aura-2-helena-en&encoding=linear16&sample_rate=24000",
+        "elevenlabs": f"{base}/v1/text-to-speech/alloy/stream-input?output_format=pcm_24000",
+        "cartesia": f"{base}/tts/websocket",
+        "stream": f"{base}/v1/audio/speech/stream",
+    }
+
+
+async def test_every_dialect_hears_why_at_the_end_of_a_drain_and_new_ones_are_refused(live: LiveServer) -> None:
+    urls = dialect_urls(live)
+    sockets = {name: await connect(url) for name, url in urls.items()}
+    try:
+        while len(live.state.sessions) < len(sockets):  # each session registers once its handshake is done
+            await asyncio.sleep(0.01)
+        loop = next(iter(live.server.server_state.tasks)).get_loop()  # the server's own loop
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(drain(live.state, 0), loop))
+        results = {name: await messages_until_closed(ws) for name, ws in sockets.items()}
+    finally:
+        for ws in sockets.values():
+            await ws.close()
+    last = {name: json.loads([m for m in got if isinstance(m, str)][-1]) for name, (got, _) in results.items()}
+    assert {name: code for name, (_, code) in results.items()} == dict.fromkeys(urls, 1001)
+    assert (last["deepgram"]["type"], last["deepgram"]["code"]) == ("Warning", "SHUTTING_DOWN")
+    assert (last["elevenlabs"]["error"], last["elevenlabs"]["code"]) == ("shutting_down", 1001)
+    assert (last["cartesia"]["type"], last["cartesia"]["status_code"]) == ("error", 503)
+    assert (last["stream"]["type"], last["stream"]["code"]) == ("error", "shutting_down")
+
+    # Still draining: a new session of each is refused as one at capacity is, with 1013.
+    for url in urls.values():
+        async with connect(url) as late:
+            _, code = await messages_until_closed(late)
+        assert code == 1013, url
+    speak = {"text": "Refused while draining."}
+    cartesia = {"model_id": "sonic-2", "transcript": speak["text"], "voice": {"mode": "id", "id": "alloy"},
+                "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}}  # fmt: skip
+    async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
+        replies = [
+            await http.post("/v1/audio/speech", json={"model": "tts-1", "voice": "alloy", "input": speak["text"]}),
+            await http.post("/v1/speak", json=speak),
+            await http.post("/v1/text-to-speech/alloy/stream", json=speak),
+            await http.post("/tts/bytes", json=cartesia, headers={"Cartesia-Version": "2026-08-14"}),
+        ]
+    refusals = [(r.status_code, "retry-after" in r.headers) for r in replies]
+    assert refusals == [(503, True)] * 4, [r.text for r in replies]
