@@ -3,10 +3,10 @@
 ``deploy/sagemaker/run-local.sh`` starts the image's ENTRYPOINT ``serve`` as its USER (chroot into the
 image's filesystem, new mount and PID namespaces: the server is PID 1) on a free loopback port. Against
 it: ``/ping`` (GET and POST), ``/invocations`` routed to speech (and named as the JumpStart body names
-the model), the bidirectional stream on both paths, the AWS sample's own client through the loopback
-relay SageMaker stands in for (Python ≥ 3.12), and SIGTERM draining a stream in flight before a clean
-exit. Skipped where the image was not built (no buildah); in CI (``scripts/test`` builds it) a missing
-image fails.
+the model), the bidirectional stream on both paths, the AWS sample's own client and pipecat's
+DeepgramSageMakerTTSService through the loopback relay SageMaker stands in for (both Python ≥ 3.12),
+and SIGTERM draining a stream in flight before a clean exit. Skipped where the image was not built
+(no buildah); in CI (``scripts/test`` builds it) a missing image fails.
 """
 
 from __future__ import annotations
@@ -134,6 +134,31 @@ async def test_the_aws_samples_client_speaks_through_the_relay(
     result = await sample.collect_pcm(ENDPOINT, TEXT)  # raises on any `error` event
     assert result["saw_start"] and result["saw_done"] and result["sample_rate"] == 24000
     assert len(result["audio"]) / 2 / 24000 > 1.5
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="pipecat's SageMaker services need Python 3.12")
+async def test_pipecats_deepgram_sagemaker_service_speaks_through_the_image(
+    image: RunningImage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipecat.services.aws.sagemaker import bidi_client
+    from test_pipecat_sagemaker import RATE, SENTENCES, Sink, run_agent_turn
+
+    from support.sagemaker_loopback import LoopbackSageMaker
+
+    relay = LoopbackSageMaker(image.port)
+    monkeypatch.setattr(bidi_client, "SageMakerRuntimeHTTP2Client", lambda *, config: relay)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDLOOPBACK")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "loopback")
+    sink = Sink()
+    await run_agent_turn(sink)
+
+    [request] = relay.requests
+    assert request.model_invocation_path == "v1/speak" and relay.streams[0].url.endswith(request.model_query_string)
+    assert not sink.errors and sink.rates == {RATE}
+    body = {"input": "".join(SENTENCES), "response_format": "pcm", "stream_format": "audio"}
+    async with httpx.AsyncClient(timeout=60) as http:
+        expected = len((await http.post(f"{image.url}/v1/audio/speech", json=body)).content)
+    assert abs(len(sink.audio) - expected) < 0.1 * expected  # the whole reply (Piper's unseeded lengths vary)
 
 
 async def test_sigterm_drains_a_stream_in_flight_then_exits_cleanly(image: RunningImage) -> None:
