@@ -312,8 +312,15 @@ def _message(exc: BaseException) -> str:
     return str(getattr(exc, "message", "") or exc)
 
 
+CLOSE_UNOPENED_TIMEOUT_S = 1.0
+"""How long closing a stream that never opened may take: from SDK 0.6 on, closing the input of a stream whose
+connection was refused waits forever, so connecting would never report the refusal."""
+
+
 async def _close_quietly(stream: Any) -> None:
     if stream is None:
         return
-    with contextlib.suppress(Exception):  # the stream never opened properly; nothing to release
-        await stream.input_stream.close()
+    # The stream never opened properly; nothing to release.
+    with contextlib.suppress(Exception, TimeoutError):
+        async with asyncio.timeout(CLOSE_UNOPENED_TIMEOUT_S):
+            await stream.input_stream.close()
