@@ -1,14 +1,16 @@
 """``StreamTransport`` over SageMaker's ``InvokeEndpointWithBidirectionalStream``.
 
 boto3 has no such operation; AWS ships it only in ``aws-sdk-sagemaker-runtime-http2``,
-which needs Python ≥ 3.12. It is pinned to 0.4.0 (the version the AWS sample uses and the
-one tested here): 0.12 renamed the client and replaced ``Config``. The SDK is imported
+which needs Python ≥ 3.12. It is pinned to 0.9.0, the newest that pipecat's SageMaker services accept
+(``pipecat-ai[sagemaker]``: >=0.6,<0.10), so both install into one environment; the AWS sample's client, written
+for 0.4.0, runs unchanged on 0.9.0's models (tests/deploy/test_aws_sample_client.py), and 0.12 renamed the client and
+replaced ``Config``. The SDK is imported
 only when a transport is made, so the rest of speakwire runs on 3.11 without it.
 
 Credentials: the sample copies boto3's frozen credentials into ``AWS_ACCESS_KEY_ID`` /
 ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN`` because its resolver reads only the
 environment. Here the same frozen credentials go into the client ``Config`` with the
-SDK's ``StaticCredentialsResolver`` (present in the pinned smithy-aws-core 0.4), which
+SDK's ``StaticCredentialsResolver`` (in smithy-aws-core since 0.4), which
 signs identically without changing the process environment for every thread and child
 process. Either way they are a snapshot: a stream outliving temporary credentials
 needs a new transport.
@@ -36,7 +38,7 @@ from speakwire.client.transport import TransportClosed
 from speakwire.deploy.sagemaker.bidi_frames import COMPLETE, BidiFrameAssembler, BidiFrameError, payload_for
 from speakwire.errors import MissingExtraError
 
-SDK_VERSION = "0.4.0"
+SDK_VERSION = "0.9.0"
 DEFAULT_MODEL_INVOCATION_PATH = "v1/audio/speech/stream"
 BIDI_PORT = 8443
 DEFAULT_CONNECT_TIMEOUT_S = 60.0
