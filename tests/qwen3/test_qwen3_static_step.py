@@ -245,3 +245,41 @@ def test_an_eager_attention_implementation_is_refused_at_load(engine: Any) -> No
     finally:
         config._attn_implementation = saved
     check_attention(engine.tts_model)
+
+
+def test_a_burst_of_16_prompts_runs_in_at_most_two_forwards_with_each_rows_solo_codes(
+    tiny_checkpoints: dict[str, Any],
+) -> None:
+    """Rows that arrive in the same turn prefill as one padded forward; every row still gets its solo codes."""
+    from speakwire.engines.qwen3 import load_qwen3_engine
+
+    burst = load_qwen3_engine(str(tiny_checkpoints["custom_voice"]), max_batch=16)
+    try:
+        texts = [TEXTS[i % len(TEXTS)] + " hello" * (i % 4) for i in range(16)]
+        specs = [{"seed": 40 + i, "frames": 12, "greedy": i % 4 == 0} for i in range(16)]
+        solo = []
+        for spec, text in zip(specs, texts, strict=True):
+            row = burst.open_row(request(burst, **spec))
+            row.feed(text)
+            row.finish()
+            solo.append(collect(row)[0])
+        assert burst.loop.wait_idle(timeout=60)
+        forwards = []
+        hook = burst.tts_model.model.talker.model.layers[0].register_forward_pre_hook(
+            lambda module, args: forwards.append(args[0].shape[1]) if args[0].shape[1] > 1 else None
+        )
+        try:
+            requests = [request(burst, **spec) for spec in specs]
+            with burst.loop._cond:  # all 16 arrive in one turn
+                rows = [burst.open_row(req) for req in requests]
+                for row, text in zip(rows, texts, strict=True):
+                    row.feed(text)
+                    row.finish()
+            together = [collect(row)[0] for row in rows]
+        finally:
+            hook.remove()
+        assert 1 <= len(forwards) <= 2, forwards
+        for got, expected in zip(together, solo, strict=True):
+            np.testing.assert_array_equal(got, expected)
+    finally:
+        burst.close()

@@ -69,6 +69,28 @@ class BatchedTalker:
         hidden = self._layers(embeds, positions, mask)
         return self._logits(hidden), hidden[:, -1:, :]
 
+    def prefill_rows(self, slots: list[int], chunks: list[Any], starts: list[int]) -> tuple[Any, Any]:
+        """Several rows' prompt chunks (each (1, n_r, D)) in one forward, padded to the longest, each into its own
+        slot from its own start: (logits (B, V) float32 and hidden (B, 1, D) at each row's last position)."""
+        torch = self._torch
+        lengths = [int(chunk.shape[1]) for chunk in chunks]
+        longest = max(lengths)
+        device = chunks[0].device
+        embeds = torch.cat(
+            [torch.nn.functional.pad(chunk, (0, 0, 0, longest - chunk.shape[1])) for chunk in chunks], dim=0
+        )
+        self.cache.plan_prefill_rows(slots, starts, lengths)
+        positions = torch.arange(longest, device=device).unsqueeze(0) + torch.tensor(starts, device=device)[:, None]
+        span = max(start + length for start, length in zip(starts, lengths, strict=True))
+        keys = torch.arange(span, device=device)
+        mask = (keys[None, None, :] <= positions[:, :, None]).view(len(chunks), 1, longest, span)
+        hidden = self._layers(embeds, positions.unsqueeze(0).expand(3, -1, -1), mask)
+        self.cache.end_forward()
+        logits = self._talker.codec_head(hidden).to(dtype=torch.float32)
+        rows = torch.arange(len(chunks), device=device)
+        last = torch.tensor(lengths, device=device) - 1
+        return logits[rows, last], hidden[rows, last].unsqueeze(1)
+
     def decode(self, slots: list[int], positions: list[int], embeds: Any) -> tuple[Any, Any]:
         """One talker step for B rows: ``embeds`` (B, 1, D) at each row's own position."""
         torch = self._torch

@@ -170,6 +170,7 @@ class GenerationLoop:
         *,
         prefill_chunk: int = 256,
         prefill_budget: int = 512,
+        prefill_pack: int = 2048,
         max_lead_s: float = 2.0,
     ) -> None:
         import torch
@@ -194,6 +195,8 @@ class GenerationLoop:
         """Most prompt positions in one forward."""
         self.prefill_budget = prefill_budget
         """Prompt positions run per turn while other rows are generating."""
+        self.prefill_pack = prefill_pack
+        """Most padded positions (rows × longest chunk) in one prompt forward."""
         self.max_lead_s = max_lead_s
         """A row this far ahead of its listener sits out while another is less than a quarter of it ahead."""
         self._cond = threading.Condition()
@@ -387,28 +390,38 @@ class GenerationLoop:
 
         Prompts are cheap next to what running rows need per step, so a burst of new streams starts within
         a few turns instead of one stream per turn, while running rows wait at most one budget per step.
+        The next chunks of several prompts run as one padded forward (``BatchedTalker.prefill_rows``), up to
+        ``prefill_pack`` padded positions: a burst of 16 short prompts is one forward, not 16.
         """
         progressed = False
         running = any(a.running for a in self._active.values())
         budget = self.prefill_budget if running else None
-        for active in [a for a in self._active.values() if a.prompt is not None]:
-            if active.row.cancelled:
-                continue
+        while budget is None or budget > 0:
+            pending = [a for a in self._active.values() if a.prompt is not None and not a.row.cancelled]
+            if not pending:
+                break
+            group: list[tuple[_Active, int]] = []
+            cost = 0
+            for active in pending:
+                take = self._chunk_size(active)
+                longest = max([take] + [t for _, t in group])
+                if group and (longest * (len(group) + 1) > self.prefill_pack
+                              or (budget is not None and cost + take > budget)):  # fmt: skip
+                    break
+                group.append((active, take))
+                cost += take
             started = time.perf_counter()
             try:
-                while active.prompt is not None and (budget is None or budget > 0):
-                    before = active.length
-                    self._prefill_chunk(active)
-                    if budget is not None:
-                        budget -= active.length - before
+                self._prefill_group(group)
             except Exception as exc:
                 logger.exception("qwen3: prompt failed")
-                self._end(active.row, RowEnd("error", exc))
-            self.stats.prefills += 1
+                for active, _ in group:
+                    self._end(active.row, RowEnd("error", exc))
+            self.stats.prefills += len(group)
             self.stats.prefill_s += time.perf_counter() - started
             progressed = True
-            if budget is not None and budget <= 0:
-                break
+            if budget is not None:
+                budget -= cost
         # ICL rows that were waiting for text
         for active in [a for a in self._active.values() if a.prompt is None and not a.running]:
             ids, done = active.row.text_state()
@@ -419,15 +432,27 @@ class GenerationLoop:
                 self._end(active.row, RowEnd("error", exc))
         return progressed
 
-    def _prefill_chunk(self, active: _Active) -> None:
+    def _chunk_size(self, active: _Active) -> int:
+        left = int(active.prompt.shape[1]) - active.length
+        return left if self.prefill_chunk <= 0 else min(left, self.prefill_chunk)
+
+    def _prefill_group(self, group: list[tuple[_Active, int]]) -> None:
+        """The next chunk of each row's prompt, in one forward; rows whose prompt is done get their first code."""
+        chunks = [a.prompt[:, a.length : a.length + take] for a, take in group]
+        if len(group) == 1:
+            active = group[0][0]
+            logits, hidden = self.talker.prefill(active.slot, chunks[0], active.length)
+        else:
+            logits, hidden = self.talker.prefill_rows(
+                [a.slot for a, _ in group], chunks, [a.length for a, _ in group]
+            )
+        for i, (active, take) in enumerate(group):
+            active.length += take
+            if active.length >= active.prompt.shape[1]:
+                self._first_code(active, logits[i : i + 1], hidden[i : i + 1])
+
+    def _first_code(self, active: _Active, logits: Any, hidden: Any) -> None:
         torch = self._torch
-        prompt = active.prompt
-        take = prompt.shape[1] - active.length if self.prefill_chunk <= 0 else self.prefill_chunk
-        chunk = prompt[:, active.length : active.length + take]
-        logits, hidden = self.talker.prefill(active.slot, chunk, active.length)
-        active.length += chunk.shape[1]
-        if active.length < prompt.shape[1]:
-            return
         active.prompt = None
         code = sample_rows(
             torch,

@@ -30,6 +30,8 @@ class _Plan:
     contiguous: int | None
     """First slot when the rows hold consecutive slots (reads are then views, not copies)."""
     prefill: bool
+    packed: list[tuple[int, int, int]] | None = None
+    """Prefill of several rows' prompts in one forward: (slot, start, length) per batch row."""
 
 
 class SlotKVCache:
@@ -56,6 +58,16 @@ class SlotKVCache:
             raise ValueError(f"prompt of {start + length} positions exceeds the slot length {self.max_len}")
         self._plan = _Plan(slot, start, start + length, slot, prefill=True)
 
+    def plan_prefill_rows(self, slots: list[int], starts: list[int], lengths: list[int]) -> None:
+        """The next forward runs B prompts (padded to the longest): row r writes ``lengths[r]`` positions of
+        ``slots[r]`` from ``starts[r]`` and reads 0..max(start + length)-1 (its mask hides the rest)."""
+        for start, length in zip(starts, lengths, strict=True):
+            if start + length > self.max_len:
+                raise ValueError(f"prompt of {start + length} positions exceeds the slot length {self.max_len}")
+        span = max(start + length for start, length in zip(starts, lengths, strict=True))
+        index = self._torch.tensor(slots, device=self.keys.device)
+        self._plan = _Plan(index, 0, span, None, prefill=False, packed=list(zip(slots, starts, lengths, strict=True)))
+
     def plan_decode(self, slots: list[int], positions: list[int]) -> None:
         """The next forward writes one position per row and reads each row's 0..position."""
         torch = self._torch
@@ -70,11 +82,20 @@ class SlotKVCache:
             prefill=False,
         )
 
+    def end_forward(self) -> None:
+        """The forward is over: drop its plan (and the index tensors it holds)."""
+        self._plan = None
+
     def update(self, key: Any, value: Any, layer_idx: int, cache_kwargs: Any = None) -> tuple[Any, Any]:
         """Store this forward's keys/values; return every position the rows may attend to."""
         plan = self._plan
         assert plan is not None, "plan_prefill/plan_decode first"
         keys, values = self.keys[layer_idx], self.values[layer_idx]
+        if plan.packed is not None:
+            for row, (slot, start, length) in enumerate(plan.packed):
+                keys[slot, :, start : start + length] = key[row, :, :length]
+                values[slot, :, start : start + length] = value[row, :, :length]
+            return keys[plan.slots, :, : plan.span], values[plan.slots, :, : plan.span]
         if plan.prefill:
             slot, start = int(plan.slots), int(plan.start)
             keys[slot, :, start : plan.span] = key[0]
