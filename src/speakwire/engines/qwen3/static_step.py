@@ -32,7 +32,6 @@ leaving and cancelled.
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from typing import Any
 
@@ -107,11 +106,16 @@ class StaticStep:
         # the talker's rotary: the multimodal sections are combined once per step (``_rotary``)
         attention = self._model.layers[0].self_attn
         self._mrope = (list(attention.rope_scaling["mrope_section"]), bool(attention.rope_scaling["interleaved"]))
-        self._rotate_half = sys.modules[type(attention).__module__].rotate_half
+        self._half = int(attention.head_dim) // 2
+        self._talker_qk = [_stacked_norm_weight(torch, layer.self_attn) for layer in self._model.layers]
+        self._predictor_qk = [_stacked_norm_weight(torch, layer.self_attn) for layer in self._predictor.model.layers]
+        self._talker_proj = [_MergedProjections(torch, layer) for layer in self._model.layers]
+        self._predictor_proj = [_MergedProjections(torch, layer) for layer in self._predictor.model.layers]
         self._kv_heads = int(config.num_key_value_heads)
         self._head_dim = int(getattr(config, "head_dim", None) or hidden // config.num_attention_heads)
         # the code predictor: a 16-position cache per layer over all slots, rotary tables for its 15 forwards
         phead = int(getattr(pconfig, "head_dim", None) or pconfig.hidden_size // pconfig.num_attention_heads)
+        self._phead = phead
         pshape = (slots, int(pconfig.num_key_value_heads), c, phead)
         layers = int(pconfig.num_hidden_layers)
         self._pkeys = [torch.zeros(pshape, dtype=dtype, device=device) for _ in range(layers)]
@@ -121,7 +125,10 @@ class StaticStep:
         ]
         probe = torch.zeros((1, 1, int(pconfig.hidden_size)), dtype=dtype, device=device)
         rotary = self._predictor.model.rotary_emb
-        self._protary = [rotary(probe, positions) for positions in self._ppositions]
+        self._protary = []
+        for positions in self._ppositions:
+            cos, sin = rotary(probe, positions)  # (1, L, hd): heads go between L and hd
+            self._protary.append((cos.unsqueeze(2), _signed_sin(torch, sin.unsqueeze(2))))
         self._embed_first = talker.get_input_embeddings()
         self._embed_rest = self._predictor.get_input_embeddings()
         self._host: Any = None
@@ -278,7 +285,9 @@ class StaticStep:
     def _predict(self, b: int, past: Any, first: Any, out: Any, graphable: bool) -> None:
         torch = self._torch
         predictor, model = self._predictor, self._predictor.model
-        cache = _PrefixCache([k[:b] for k in self._pkeys], [v[:b] for v in self._pvalues])
+        keys, values = [k[:b] for k in self._pkeys], [v[:b] for v in self._pvalues]
+        functional = torch.nn.functional
+        position = 0
         inputs = torch.cat((past, self._embed_first(first.unsqueeze(1))), dim=1)
         split = (self.codebooks - 1) * self.pvocab
         noise = self.noise[:b, :split].view(b, self.codebooks - 1, self.pvocab)
@@ -287,12 +296,30 @@ class StaticStep:
             if step:
                 inputs = model.get_input_embeddings()[step - 1](out[:, step : step + 1])
             hidden = predictor.small_to_mtp_projection(inputs)
-            for layer in model.layers:
-                hidden = layer(hidden, attention_mask=None, position_ids=self._ppositions[step], past_key_values=cache,
-                               use_cache=True, position_embeddings=self._protary[step])[0]  # fmt: skip
+            length = int(inputs.shape[1])
+            end = position + length
+            cos, sin = self._protary[step]
+            shape = (b, length, -1, self._phead)
+            for i, layer in enumerate(model.layers):
+                # the package's decoder layer, written out (transformers' SDPA call: no mask, causal over the
+                # first two positions, native GQA)
+                attention = layer.self_attn
+                residual = hidden
+                x = layer.input_layernorm(hidden)
+                q, k, v = self._qkv(attention, self._predictor_proj[i], self._predictor_qk[i], x, shape, cos, sin)
+                keys[i][:, :, position:end] = k
+                values[i][:, :, position:end] = v
+                attended = functional.scaled_dot_product_attention(
+                    q, keys[i][:, :, :end], values[i][:, :, :end], dropout_p=0.0, scale=attention.scaling,
+                    is_causal=length > 1, enable_gqa=True,
+                )  # fmt: skip
+                attended = attended.transpose(1, 2).reshape(b, length, -1)
+                hidden = residual + attention.o_proj(attended)
+                residual = hidden
+                hidden = residual + self._predictor_proj[i].mlp(layer.post_attention_layernorm(hidden))
             hidden = model.norm(hidden)
             logits = predictor.lm_head[step](hidden)[:, -1, :].to(dtype=torch.float32)
-            cache.position += inputs.shape[1]
+            position = end
             greedy = torch.argmax(logits, dim=-1)
             out[:, step + 1].copy_(self._pick(logits, greedy, noise[:, step], settings, graphable))
 
@@ -351,13 +378,39 @@ class StaticStep:
 
         return combine(cos), combine(sin)
 
+    def _qkv(
+        self, attention: Any, merged: _MergedProjections, weight: Any, x: Any, shape: tuple[int, ...], cos: Any,
+        sin: Any,
+    ) -> tuple[Any, Any, Any]:
+        """Queries, keys (normed and rotated) and values (B, heads, L, hd): the package's projections, ``q_norm``/
+        ``k_norm`` and rotary, op for op, with queries and keys together (one projection for q, k and v, one
+        norm and one rotation instead of two each).
+
+        The norms differ only in their weights (``weight``: both stacked per head), and ``rotate_half(x) * sin``
+        equals ``roll(x, hd/2) * signed_sin`` exactly (``signed_sin`` = the first half of ``sin`` negated).
+        """
+        torch = self._torch
+        qkv = merged.qkv(x)
+        b, length = shape[0], shape[1]
+        hd = shape[3]
+        heads, kv_heads = merged.sizes[0] // hd, merged.sizes[1] // hd
+        both = qkv[..., : (heads + kv_heads) * hd].view(b, length, heads + kv_heads, hd)
+        v = qkv[..., (heads + kv_heads) * hd :].view(b, length, kv_heads, hd).transpose(1, 2)
+        dtype = both.dtype
+        both = both.to(torch.float32)
+        both = both * torch.rsqrt(both.pow(2).mean(-1, keepdim=True) + attention.q_norm.variance_epsilon)
+        both = weight * both.to(dtype)
+        both = (both * cos) + (both.roll(self._half, dims=-1) * sin)
+        q, k = both.split((heads, kv_heads), dim=2)
+        return q.transpose(1, 2), k.transpose(1, 2), v
+
     def _decode(self, b: int, embeds: Any, span: int) -> tuple[Any, Any]:
         """One talker position for slots 0..b-1, each at its own ``length``: (logits (b, V) float32, hidden)."""
         torch = self._torch
         functional = torch.nn.functional
         positions = self.length[:b]
         cos, sin = self._rotary(embeds, positions)
-        rotate = self._rotate_half
+        cos, sin = cos.transpose(1, 2), _signed_sin(torch, sin.transpose(1, 2))  # (b, 1, 1, hd), heads last-but-one
         mask = (self._key_positions[:span] <= positions.unsqueeze(1)).view(b, 1, 1, span)
         where = positions.view(b, 1, 1, 1).expand(b, self._kv_heads, 1, self._head_dim)
         shape = (b, 1, -1, self._head_dim)
@@ -366,11 +419,7 @@ class StaticStep:
             attention = layer.self_attn
             residual = hidden
             x = layer.input_layernorm(hidden)
-            q = attention.q_norm(attention.q_proj(x).view(shape)).transpose(1, 2)
-            k = attention.k_norm(attention.k_proj(x).view(shape)).transpose(1, 2)
-            v = attention.v_proj(x).view(shape).transpose(1, 2)
-            q = (q * cos) + (rotate(q) * sin)
-            k = (k * cos) + (rotate(k) * sin)
+            q, k, v = self._qkv(attention, self._talker_proj[i], self._talker_qk[i], x, shape, cos, sin)
             keys, values = self._cache.keys[i, :b], self._cache.values[i, :b]
             keys.scatter_(2, where, k)
             values.scatter_(2, where, v)
@@ -380,22 +429,69 @@ class StaticStep:
             attended = attended.transpose(1, 2).reshape(b, 1, -1)
             hidden = residual + attention.o_proj(attended)
             residual = hidden
-            hidden = residual + layer.mlp(layer.post_attention_layernorm(hidden))
+            hidden = residual + self._talker_proj[i].mlp(layer.post_attention_layernorm(hidden))
         hidden = self._model.norm(hidden)
         logits = self._talker.codec_head(hidden)[:, -1, :].to(dtype=torch.float32)
         return logits, hidden[:, -1:, :]
 
 
-class _PrefixCache:
-    """The code predictor's per-frame cache over a slot prefix: ``update`` writes at ``position``."""
+def _stacked_norm_weight(torch: Any, attention: Any) -> Any:
+    """(heads + kv_heads, head_dim): ``q_norm``'s weight for each query head, then ``k_norm``'s for each key head."""
+    q_norm, k_norm = attention.q_norm, attention.k_norm
+    if q_norm.variance_epsilon != k_norm.variance_epsilon:
+        raise ValueError("qwen3: q_norm and k_norm differ in eps; the static step norms them together")
+    heads = attention.config.num_attention_heads
+    kv_heads = attention.config.num_key_value_heads
+    return torch.cat((q_norm.weight.detach().expand(heads, -1), k_norm.weight.detach().expand(kv_heads, -1)))
 
-    def __init__(self, keys: list[Any], values: list[Any]) -> None:
-        self.keys = keys
-        self.values = values
-        self.position = 0
 
-    def update(self, key: Any, value: Any, layer_idx: int, cache_kwargs: Any = None) -> tuple[Any, Any]:
-        end = self.position + key.shape[-2]
-        self.keys[layer_idx][:, :, self.position : end] = key
-        self.values[layer_idx][:, :, self.position : end] = value
-        return self.keys[layer_idx][:, :, :end], self.values[layer_idx][:, :, :end]
+def _signed_sin(torch: Any, sin: Any) -> Any:
+    """``sin`` with its first half negated: ``rotate_half(x) * sin == roll(x, hd/2) * _signed_sin(sin)``."""
+    half = sin.shape[-1] // 2
+    return torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
+
+
+class _MergedProjections:
+    """A decoder layer's q/k/v projections as one matrix, and its MLP's gate/up as another (one matmul each).
+
+    Merged weights give the same numbers as separate ones (each output column is the same dot product;
+    checked bitwise on CPU). The layer's own modules are re-pointed at views of the merged weights, so the
+    package's forward (``generate``, prefill) uses the same memory: nothing is held twice.
+    """
+
+    def __init__(self, torch: Any, layer: Any) -> None:
+        attention, mlp = layer.self_attn, layer.mlp
+        self._torch = torch
+        self._act = mlp.act_fn
+        self._down = mlp.down_proj
+        projections = (attention.q_proj, attention.k_proj, attention.v_proj)
+        self.sizes = tuple(int(p.out_features) for p in projections)
+        self._qkv, self._qkv_bias = self._merge(projections)
+        self._gate_up, self._gate_up_bias = self._merge((mlp.gate_proj, mlp.up_proj))
+        self._intermediate = int(mlp.gate_proj.out_features)
+
+    def _merge(self, linears: tuple[Any, ...]) -> tuple[Any, Any]:
+        torch = self._torch
+        with torch.no_grad():
+            weight = torch.cat([linear.weight for linear in linears])
+            biases = [linear.bias for linear in linears]
+            bias = torch.cat(biases) if all(b is not None for b in biases) else None
+            if bias is None and any(b is not None for b in biases):
+                raise ValueError("qwen3: projections with and without bias cannot be merged")
+            start = 0
+            for linear in linears:
+                end = start + int(linear.out_features)
+                linear.weight = torch.nn.Parameter(weight[start:end], requires_grad=False)
+                if bias is not None:
+                    linear.bias = torch.nn.Parameter(bias[start:end], requires_grad=False)
+                start = end
+        return weight, bias
+
+    def qkv(self, x: Any) -> Any:
+        return self._torch.nn.functional.linear(x, self._qkv, self._qkv_bias)
+
+    def mlp(self, x: Any) -> Any:
+        """The package's MLP: ``down(act(gate(x)) * up(x))``, gate and up in one matmul."""
+        gate_up = self._torch.nn.functional.linear(x, self._gate_up, self._gate_up_bias)
+        gate, up = gate_up.split((self._intermediate, self._intermediate), dim=-1)
+        return self._down(self._act(gate) * up)
