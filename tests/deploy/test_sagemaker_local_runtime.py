@@ -17,6 +17,7 @@ import io
 import json
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -375,9 +376,13 @@ def test_an_unknown_endpoint_name_is_a_validation_error(piper_container: LiveSer
 
 
 def test_an_unreachable_container_is_a_model_error_naming_it() -> None:
-    url = f"http://127.0.0.1:{free_port()}"  # nobody listens there
-    with runtime_in_front_of(url) as runtime, pytest.raises(ClientError) as raised:
-        invoke(runtime_client(runtime.url), {"input": "Hi."})
+    # A port bound but not listening: connections are refused, and no server started meanwhile (the runtime
+    # itself included) can be handed the same port, as a port picked and released could be.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{held.getsockname()[1]}"
+        with runtime_in_front_of(url) as runtime, pytest.raises(ClientError) as raised:
+            invoke(runtime_client(runtime.url), {"input": "Hi."})
 
     error = raised.value.response
     assert error["Error"]["Code"] == "ModelError" and "OriginalStatusCode" not in error
