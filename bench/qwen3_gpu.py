@@ -11,8 +11,9 @@ load it with ``load_qwen3_engine`` (bf16 on CUDA), then measure
   p50/p95, real-time factor per stream, aggregate audio seconds per second, underruns against real-time
   playback from each stream's first chunk, the loop's mean batch and step time, and peak GPU memory.
 
-Then the code predictor is captured as CUDA graphs (``predictor_graph``): the capture time, greedy codes
-against the eager ones, and the levels again ("graphs" rows). The talker's own decode step stays eager.
+Then the loop's whole static step (talker decode, code predictor, sampling: ``static_step``) is captured as
+one CUDA graph per batch bucket: the capture time, greedy codes against the eager ones, and the levels again
+("graphs" rows). The first levels load with ``cuda_graphs=False``: the same static step, run eagerly.
 
 Results go to ``--out`` (JSON and markdown) after every measurement, so a run cut short still reports.
 
@@ -93,7 +94,7 @@ def _run_model(torch: Any, name: str, args: Any, report: dict[str, Any], save: A
         path = build_random_checkpoint(Path(tmp), name, device=args.device, dtype=dtype)
         report["build_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        engine = load_qwen3_engine(str(path), device=args.device)
+        engine = load_qwen3_engine(str(path), device=args.device, cuda_graphs=False)
         report["load_s"] = time.perf_counter() - t0
     report["memory_plan"] = engine.memory.describe()
     report["slots"] = engine.memory.slots
@@ -144,12 +145,12 @@ def _with_graphs(torch: Any, engine: Any, args: Any, report: dict[str, Any], sav
 
     graphs: dict[str, Any] = {}
     report["cuda_graphs"] = graphs
-    capture = args.device.startswith("cuda")  # on a CPU: the same static predictor, run eagerly
+    capture = args.device.startswith("cuda")  # on a CPU: the same static step, run eagerly
     label = "graphs" if capture else "static, eager"
     try:
         eager = greedy_codes()
         engine.loop.wait_idle(timeout=60)
-        graphs["capture_s"] = engine.loop.talker.use_static_predictor(capture=capture)
+        graphs["capture_s"] = engine.loop.capture_graphs() if capture else 0.0
         captured = greedy_codes()
         n = min(len(eager), len(captured))
         same = int((eager[:n] == captured[:n]).all(dim=1).long().cumprod(0).sum())
@@ -157,7 +158,7 @@ def _with_graphs(torch: Any, engine: Any, args: Any, report: dict[str, Any], sav
     except Exception as exc:
         logging.exception("CUDA graph capture failed")
         graphs["error"] = f"{type(exc).__name__}: {exc}"
-        engine.loop.talker.static = None
+        engine.loop.state.drop_graphs()
         return
     save()
     for n in [int(x) for x in args.graph_levels.split(",")]:

@@ -253,6 +253,10 @@ class StaticStep:
     def captured(self) -> bool:
         return bool(self._graphs)
 
+    def drop_graphs(self) -> None:
+        """Back to the eager step (after a failed capture, say)."""
+        self._graphs = {}
+
     def _body(self, b: int, span: int, graphable: bool) -> None:
         """The step over slots 0..b-1; writes ``out`` and advances the state of the ``active`` slots."""
         torch, c = self._torch, self.codebooks
