@@ -52,9 +52,11 @@ class Settings:
     dtype: str | None = None
     gpu_memory_utilization: float | None = None
     max_batch: int | None = None
-    cuda_graphs: bool = False
-    """Qwen3 on CUDA: capture the code predictor as CUDA graphs at startup (experimental)."""
     """Qwen3: most utterances generating at once (KV slots); None = what the memory budget allows, ≤ 64."""
+    cuda_graphs: bool | None = None
+    """Qwen3 on CUDA: capture the whole loop step (talker decode, code predictor, sampling) per batch bucket as
+    one CUDA graph each at load. None = on wherever the device is CUDA (it gives exactly the eager codes);
+    False = eager (``--no-cuda-graphs``). No effect on CPU, where the same static step runs eagerly."""
     api_key: str | None = None
     insecure: bool = False
     """Allow binding a non-loopback host without an API key."""

@@ -120,3 +120,14 @@ def test_a_negative_or_non_integer_seed_is_a_startup_error(
     monkeypatch.setenv("SPEAKWIRE_SEED", value)
     with pytest.raises(SystemExit, match=f"^speakwire serve: SPEAKWIRE_SEED='{value}': the seed must be an integer"):
         build_settings(build_parser().parse_args(["serve"]))
+
+
+def test_cuda_graphs_default_to_the_device_and_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    # None: the engine captures the loop step on CUDA (and runs the same static step eagerly on CPU).
+    monkeypatch.delenv("SPEAKWIRE_CUDA_GRAPHS", raising=False)
+    for mode in ([], ["--sagemaker"]):
+        assert build_settings(build_parser().parse_args(["serve", *mode])).cuda_graphs is None
+        assert build_settings(build_parser().parse_args(["serve", *mode, "--no-cuda-graphs"])).cuda_graphs is False
+        assert build_settings(build_parser().parse_args(["serve", *mode, "--cuda-graphs"])).cuda_graphs is True
+    monkeypatch.setenv("SPEAKWIRE_CUDA_GRAPHS", "0")
+    assert build_settings(build_parser().parse_args(["serve"])).cuda_graphs is False

@@ -25,8 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--api-key", default=os.environ.get("SPEAKWIRE_API_KEY"), help="Require this bearer key.")
     p.add_argument("--insecure", action="store_true", help="Allow a non-loopback host without an API key.")
     p.add_argument("--public-metrics", action="store_true", help="With --api-key: leave /metrics and /docs open.")
-    p.add_argument("--cuda-graphs", action="store_true",
-                   help="Qwen3 on CUDA: capture the code predictor as CUDA graphs at startup (experimental).")
+    p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction,
+                   help="Qwen3 on CUDA: capture the loop step as one CUDA graph per batch bucket at load "
+                   "(default: on with CUDA; --no-cuda-graphs runs it eagerly).")  # fmt: skip
     p.add_argument("--max-batch", type=int, help="Qwen3: utterances generating at once (default: memory budget, ≤ 64).")
     p.add_argument("--workers", type=int, help="Engine worker threads (default: one per core; Qwen3: one per slot).")
     p.add_argument("--max-streams", type=int, help="Concurrent streams before 429/1013 (default: measured at warm-up).")
@@ -116,7 +117,7 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
         host=args.host, port=args.port, engine=args.engine, model=args.model or args.voice, device=args.device,
         dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization, api_key=args.api_key,
         insecure=args.insecure or None, public_metrics=args.public_metrics or None, workers=args.workers,
-        max_streams=args.max_streams, max_batch=args.max_batch, cuda_graphs=args.cuda_graphs or None,
+        max_streams=args.max_streams, max_batch=args.max_batch, cuda_graphs=args.cuda_graphs,
         max_input_chars=args.max_input_chars, data_dir=args.data_dir, max_voices=args.max_voices,
         allow_remote_ref_audio=args.allow_remote_ref_audio or None, log_level=args.log_level,
         model_aliases=_aliases(args.model_alias, "--model-alias") or None,
