@@ -1,0 +1,170 @@
+"""Qwen3 over HTTP: does the batched loop serve 8 concurrent streams as well as one (issue 19, item 9)?
+
+A real ``speakwire serve --engine qwen3`` on a tiny random CustomVoice checkpoint (the tests' builder),
+streamed ``POST /v1/audio/speech`` requests of raw PCM, all with the same text and seed (so every stream
+makes the same frames). First one stream at a time (``--repeats`` runs), then ``--streams`` at once
+(``--rounds`` rounds). Reported: each level's audio-seconds per wall-second (solo: per stream; concurrent:
+the round's total audio over its wall time), first-byte p50/p95, the loop's mean host time per step from
+``/metrics``, and the two targets as ratios: concurrent/solo throughput (≥ 4×) and concurrent/solo p95
+first audio (≤ 3×).
+
+    python bench/qwen3_http_concurrency.py --out bench/results/qwen3-http-concurrency-2core
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from speakwire.bench.machine import describe, one_line
+from speakwire.bench.results import percentile
+from speakwire.bench.servers import ServerProcess, free_port
+
+TESTS = Path(__file__).resolve().parents[1] / "tests" / "qwen3"
+TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the woods."
+RATE = 24000
+
+
+def one_stream(url: str, body: dict[str, Any]) -> tuple[float, float, float]:
+    """(seconds to the first audio byte, seconds of audio, wall seconds) of one streamed request."""
+    started = time.perf_counter()
+    first: float | None = None
+    size = 0
+    with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, timeout=300) as response:
+        response.raise_for_status()
+        for chunk in response.iter_raw():
+            if chunk and first is None:
+                first = time.perf_counter() - started
+            size += len(chunk)
+    assert first is not None, "no audio"
+    return first, size / 2 / RATE, time.perf_counter() - started
+
+
+def concurrent_round(url: str, body: dict[str, Any], streams: int) -> tuple[list[float], float, float]:
+    """First-byte times, total audio seconds and wall seconds of ``streams`` requests started together."""
+    results: list[tuple[float, float, float]] = []
+    lock = threading.Lock()
+    gate = threading.Barrier(streams + 1)
+
+    def run() -> None:
+        gate.wait()
+        result = one_stream(url, body)
+        with lock:
+            results.append(result)
+
+    threads = [threading.Thread(target=run) for _ in range(streams)]
+    for thread in threads:
+        thread.start()
+    gate.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    assert len(results) == streams, "a stream failed"
+    return [first for first, _, _ in results], sum(audio for _, audio, _ in results), wall
+
+
+def step_metrics(url: str) -> tuple[float, float]:
+    """(engine step seconds, steps) so far, from the Prometheus text."""
+    values: dict[str, float] = {}
+    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+        for name in ("speakwire_engine_step_seconds_total", "speakwire_engine_steps_total"):
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                values[name] = values.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    return values.get("speakwire_engine_step_seconds_total", 0.0), values.get("speakwire_engine_steps_total", 0.0)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("bench/results/qwen3-http-concurrency"))
+    parser.add_argument("--streams", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=5, help="solo requests")
+    parser.add_argument("--rounds", type=int, default=3, help="concurrent rounds")
+    parser.add_argument("--frames", type=int, default=64, help="max_new_tokens per request")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(TESTS))  # the tiny checkpoint builder lives with the tests
+    from tiny_checkpoint import build_tiny_checkpoints
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = build_tiny_checkpoints(Path(tmp))["custom_voice"]
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        argv = [sys.executable, "-m", "speakwire", "serve", "--engine", "qwen3", "--model", str(model),
+                "--device", "cpu", "--port", str(port), "--max-streams", "64", "--log-level", "warning"]  # fmt: skip
+        body = {"input": TEXT, "response_format": "pcm", "stream_format": "audio", "seed": 1,
+                "max_new_tokens": args.frames}  # fmt: skip
+        with ServerProcess("speakwire-qwen3-tiny", argv, ready_url=f"{url}/ready", log_dir=args.out):
+            one_stream(url, body)  # warm the path once more
+            s0 = step_metrics(url)
+            solo = [one_stream(url, body) for _ in range(args.repeats)]
+            s1 = step_metrics(url)
+            rounds = [concurrent_round(url, body, args.streams) for _ in range(args.rounds)]
+            s2 = step_metrics(url)
+
+    solo_first = [first for first, _, _ in solo]
+    solo_rate = statistics.median(audio / wall for _, audio, wall in solo)
+    all_first = [first for firsts, _, _ in rounds for first in firsts]
+    concurrent_rate = statistics.median(audio / wall for _, audio, wall in rounds)
+    solo_p95, concurrent_p95 = percentile(solo_first, 95), percentile(all_first, 95)
+    assert solo_p95 is not None and concurrent_p95 is not None
+    result: dict[str, Any] = {
+        "machine": describe(),
+        "model": "tiny random Qwen3-TTS CustomVoice (tests/qwen3/tiny_checkpoint.py), over HTTP",
+        "streams": args.streams,
+        "max_new_tokens": args.frames,
+        "solo": {"audio_s_per_s": round(solo_rate, 2), "first_audio_p50_ms": round(statistics.median(solo_first) * 1e3),
+                 "first_audio_p95_ms": round(solo_p95 * 1e3), "audio_s": round(solo[0][1], 2),
+                 "host_ms_per_step": _per_step(s0, s1)},
+        "concurrent": {"audio_s_per_s": round(concurrent_rate, 2),
+                       "first_audio_p50_ms": round(statistics.median(all_first) * 1e3),
+                       "first_audio_p95_ms": round(concurrent_p95 * 1e3), "host_ms_per_step": _per_step(s1, s2),
+                       "rounds": [{"audio_s": round(a, 2), "wall_s": round(w, 2)} for _, a, w in rounds]},
+        "throughput_ratio": round(concurrent_rate / solo_rate, 2),
+        "first_audio_p95_ratio": round(concurrent_p95 / solo_p95, 2),
+    }  # fmt: skip
+    (args.out / "results.json").write_text(json.dumps(result, indent=2))
+    (args.out / "results.md").write_text(_markdown(result))
+    print(_markdown(result))
+    return 0
+
+
+def _per_step(before: tuple[float, float], after: tuple[float, float]) -> float | None:
+    steps = after[1] - before[1]
+    return round((after[0] - before[0]) / steps * 1e3, 2) if steps else None
+
+
+def _markdown(r: dict[str, Any]) -> str:
+    solo, many = r["solo"], r["concurrent"]
+    return "\n".join(
+        [
+            f"# Qwen3 over HTTP: {r['streams']} concurrent streams against one",
+            "",
+            f"{r['model']}; max_new_tokens {r['max_new_tokens']}, seed 1 (every stream the same frames); "
+            f"{one_line(r['machine'])}",
+            "",
+            "| level | audio-s per s | first audio p50 / p95 ms | host ms per loop step |",
+            "|---|---:|---:|---:|",
+            f"| 1 stream | {solo['audio_s_per_s']} | {solo['first_audio_p50_ms']} / {solo['first_audio_p95_ms']} | "
+            f"{solo['host_ms_per_step']} |",
+            f"| {r['streams']} at once | {many['audio_s_per_s']} | {many['first_audio_p50_ms']} / "
+            f"{many['first_audio_p95_ms']} | {many['host_ms_per_step']} |",
+            "",
+            f"- throughput {r['throughput_ratio']}x one stream's (target >= 4x); p95 first audio "
+            f"{r['first_audio_p95_ratio']}x solo (target <= 3x).",
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
