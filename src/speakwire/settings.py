@@ -79,6 +79,12 @@ class Settings:
     """Seed of every request that sends none (a request's own ``seed`` wins): Piper then synthesizes without
     noise and Qwen3 samples from this seed, so every reply is in the same voice; None = unseeded."""
     ws_idle_timeout_s: float = 30.0
+    max_lead_s: float = 10.0
+    """Flow control: seconds of audio an utterance makes ahead of what its transport has taken (socket or HTTP
+    body), not of a playback clock; at the lead its work waits for the reader. 0 = unbounded."""
+    write_stall_timeout_s: float = 30.0
+    """A stream whose transport takes nothing for this long is ended and its connection closed (WebSocket 1008,
+    an HTTP body cut short), counted in ``speakwire_stalled_closes_total``. 0 = never."""
     ws_config_timeout_s: float = 10.0
     drain_timeout_s: float = 25.0
     """On SIGTERM: how long utterances in flight may take to finish before what remains is closed (1001);
@@ -108,7 +114,8 @@ class Settings:
             "PUBLIC_METRICS": ("public_metrics", _flag), "MAX_BODY_BYTES": ("max_body_bytes", int),
             "CUDA_GRAPHS": ("cuda_graphs", _flag), "PRESET_VOICE_ALIASES": ("preset_voice_aliases", _flag),
             "WYOMING_PORT": ("wyoming_port", int), "SEED": ("default_seed", parse_seed),
-            "DRAIN_TIMEOUT": ("drain_timeout_s", float),
+            "DRAIN_TIMEOUT": ("drain_timeout_s", float), "MAX_LEAD_S": ("max_lead_s", float),
+            "WRITE_STALL_TIMEOUT": ("write_stall_timeout_s", float),
         }  # fmt: skip
         for env_name, (attr, kind) in env_map.items():
             raw = environ.get(f"SPEAKWIRE_{env_name}")

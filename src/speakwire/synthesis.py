@@ -11,6 +11,14 @@ Engines that take text while they generate (``EngineInfo.streams_text``, Qwen3) 
 generation per utterance instead: the text goes to the engine as it arrives, and the
 segmenter only labels the continuous audio with sentences (``_run_text_stream``).
 
+Flow control: an utterance makes at most ``SynthesisPipeline.max_lead_s`` of audio ahead of what its reader
+has taken. Every protocol writes each event to its transport before it asks ``events()`` for the next, and a
+full transport makes that write wait, so the samples of the ``AudioReady`` events the reader has come back
+from are what the socket or HTTP body accepted. At the lead a segment gives its worker away between engine
+chunks (or the next segment is not submitted; a text stream's worker waits), and the loop puts it back,
+where it stopped, once the reader is down to half the lead. A reader that takes nothing at all is let go
+by the transport (``server.flow``).
+
 Encoding is the protocol's business (one file per utterance over HTTP, one per
 sentence on the WebSocket when not streaming), so events carry float32 PCM at the
 requested output rate.
@@ -56,6 +64,8 @@ OVERLOAD_LATENESS_S = 0.5
 STREAM_MARGIN_S = 0.3
 """A later segment is made latency-critical (frame-streamed on Piper) when its first whole sentence, after the
 work queued before it, would arrive less than this before the listener's buffered audio runs out."""
+DEFAULT_MAX_LEAD_S = 10.0
+"""Audio an utterance makes ahead of what its reader has taken before its work waits for the reader."""
 _SENTENCE_END = re.compile(r"[.!?\u2026]+[\"')\]]*\s")
 
 
@@ -169,11 +179,21 @@ class PipelineObserver:
 class SynthesisPipeline:
     """Shared by all protocols: owns admission (how many utterances may run) and hands out Utterances."""
 
-    def __init__(self, engine: Engine, scheduler: Scheduler, *, max_streams: int = 64, max_queue: int = 64) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        scheduler: Scheduler,
+        *,
+        max_streams: int = 64,
+        max_queue: int = 64,
+        max_lead_s: float | None = DEFAULT_MAX_LEAD_S,
+    ) -> None:
         self.engine = engine
         self.scheduler = scheduler
         self.max_streams = max_streams
         self.max_queue = max_queue
+        self.max_lead_s = max_lead_s
+        """Flow control: audio an utterance may make ahead of what its reader has taken (None or 0: unbounded)."""
         self.active = 0
         self.costs = WorkCosts()
         """What engine work costs on this machine now: orders the queue by latest start (``pacing``)."""
@@ -282,6 +302,24 @@ class Utterance:
         self._segmented_chars = 0
         self._audio_out = 0
         """Samples at the output rate of the segments finished so far (the next segment's start time)."""
+        lead_s = pipeline.max_lead_s
+        self._lead = int(lead_s * output_rate) if lead_s else 0
+        """Flow control (0: off): samples made but not yet taken by the reader at which this utterance's work
+        waits for the reader. It resumes at half of it, so a reader that drains slowly is not served one
+        chunk per worker turn."""
+        self._made = 0
+        """Samples the workers have handed to the event queue (written on worker threads)."""
+        self._taken = 0
+        """Samples of the ``AudioReady`` events the reader has come back from (written on the loop)."""
+        self.peak_lead_samples = 0
+        """The most samples made and not yet taken at any moment: at most the lead plus one engine chunk."""
+        self.largest_chunk_samples = 0
+        """The longest ``AudioReady`` so far (how far past the lead one engine chunk can carry it)."""
+        self._parked: Callable[[], None] | None = None
+        """What continues this utterance's work once the reader has taken enough (run on the loop)."""
+        self._drained = threading.Event()
+        """Stream mode: set unless the worker waits for the reader (a text stream cannot change threads)."""
+        self._drained.set()
 
     # ----- input side -----------------------------------------------------------------
 
@@ -346,6 +384,8 @@ class Utterance:
         if self._job is not None:
             self._job.cancel()
         self._pending.clear()
+        self._parked = None
+        self._drained.set()
         if self._observer.on_cancel:
             self._observer.on_cancel()
         self._end(cancelled=True)
@@ -375,6 +415,24 @@ class Utterance:
         return self._done
 
     @property
+    def lead_samples(self) -> int:
+        """Samples made but not yet taken by the reader (in the event queue, or with a reader that is writing)."""
+        return self._made - self._taken
+
+    @property
+    def made_samples(self) -> int:
+        return self._made
+
+    @property
+    def taken_samples(self) -> int:
+        return self._taken
+
+    @property
+    def waiting_for_reader(self) -> bool:
+        """True while flow control holds this utterance's work until the reader takes more audio."""
+        return self._parked is not None or not self._drained.is_set()
+
+    @property
     def idle(self) -> bool:
         """True when all text fed so far has been synthesized and sent (only input may still come)."""
         return self._job is None and not self._pending
@@ -386,7 +444,13 @@ class Utterance:
         while True:
             event = await self._events.get()
             yield event
-            if isinstance(event, UtteranceFinished):
+            # The reader is back for more, so its transport accepted what it wrote of this event: a socket
+            # or HTTP body that takes nothing keeps its writer waiting here, and this count still.
+            if isinstance(event, AudioReady):
+                self._taken += len(event.samples)
+                if self._parked is not None and self._made - self._taken <= self._lead // 2:
+                    self._resume()
+            elif isinstance(event, UtteranceFinished):
                 return
 
     # ----- scheduling -------------------------------------------------------------------
@@ -405,6 +469,9 @@ class Utterance:
 
     def _submit_next(self) -> None:
         if self._done or self._job is not None or not self._pending:
+            return
+        if self._lead and self._made - self._taken >= self._lead:
+            self._parked = self._submit_next  # the reader is a lead behind: the next segment waits for it
             return
         segment = self._pending.popleft()
         now = time.monotonic()
@@ -430,6 +497,28 @@ class Utterance:
         key = self._key(None if critical or first else whole_first_s)
         self._job = scheduler.submit(lambda: self._run_segment(segment), deadline=key)
 
+    # ----- flow control (on the loop) ----------------------------------------------------
+
+    def _park(self, resume: Callable[[], None]) -> None:
+        """A worker stopped at the lead: continue with ``resume`` once the reader is down to half of it."""
+        if self._done:
+            return
+        if self._made - self._taken > self._lead // 2:
+            self._parked = resume
+        else:
+            resume()  # the reader caught up while the worker's note was on its way
+
+    def _resume(self) -> None:
+        resume, self._parked = self._parked, None
+        if resume is not None and not self._done:
+            resume()
+
+    def _continue_segment(self, segment: Segment, run: _SegmentRun) -> None:
+        """Put a segment that stopped at the lead back in the queue, where it left off."""
+        own_key = self._key(next_chunk_s(run.last_chunk_s))
+        self._job = self._pipeline.scheduler.submit(functools.partial(self._run_segment, segment, run),
+                                                    deadline=own_key)  # fmt: skip
+
     def _maybe_finish(self) -> None:
         if self._input_done and self._job is None and not self._pending and not self._done:
             self._end(cancelled=False)
@@ -445,6 +534,19 @@ class Utterance:
 
     def _post(self, event: UtteranceEvent) -> None:
         self._loop.call_soon_threadsafe(self._deliver, event)
+
+    def _post_audio(self, event: AudioReady) -> None:
+        samples = len(event.samples)
+        self._made += samples
+        lead = self._made - self._taken
+        if lead > self.peak_lead_samples:
+            self.peak_lead_samples = lead
+        if samples > self.largest_chunk_samples:
+            self.largest_chunk_samples = samples
+        self._loop.call_soon_threadsafe(self._deliver, event)
+
+    def _at_lead(self) -> bool:
+        return bool(self._lead) and self._made - self._taken >= self._lead
 
     def _run_segment(self, segment: Segment, run: _SegmentRun | None = None) -> None:
         """Runs on a scheduler worker thread: start a segment, or continue one that yielded its worker."""
@@ -472,8 +574,15 @@ class Utterance:
                 out = run.resampler.process(chunk.samples)
                 if len(out):
                     run.audio_samples += len(out)
-                    self._post(AudioReady(segment.index, out, run.take_words(self.output_rate)))
+                    self._post_audio(AudioReady(segment.index, out, run.take_words(self.output_rate)))
                     self._note_produced(len(out) / self.output_rate)
+                    if self._at_lead() and self._engine.info.resumable:
+                        # The reader is a lead behind: give the worker away; the loop puts this segment back
+                        # in the queue, where it stopped, once the reader has taken half of it.
+                        self._loop.call_soon_threadsafe(
+                            self._park, functools.partial(self._continue_segment, segment, run)
+                        )
+                        return
                 own_key = self._yield_key(run)
                 if own_key is not None:
                     # Others must start sooner: continue this segment by the latest start of its next chunk.
@@ -491,7 +600,7 @@ class Utterance:
             words, run.pending = tuple(run.pending), []
             if (len(tail) or words) and not request.cancelled.is_set():
                 run.audio_samples += len(tail)
-                self._post(AudioReady(segment.index, np.asarray(tail, dtype=np.float32), words))
+                self._post_audio(AudioReady(segment.index, np.asarray(tail, dtype=np.float32), words))
                 self._note_produced(len(tail) / self.output_rate)
         except SpeakwireError as exc:
             error = exc
@@ -656,8 +765,20 @@ class Utterance:
 
     def _post_labelled(self, labels: _SentenceLabels, spoken: int, samples: Float32Array) -> None:
         for event in labels.audio(spoken, samples):
-            self._post(event)
+            if isinstance(event, AudioReady):
+                self._post_audio(event)
+            else:
+                self._post(event)
         self._note_produced(len(samples) / self.output_rate)
+        if self._at_lead():
+            # The reader is a lead behind. A text stream cannot move to another worker, so this one stops
+            # taking the engine's chunks until the reader has taken half of it (an engine that batches rows
+            # lets this row's turn go while nobody takes its chunks).
+            self._drained.clear()
+            self._loop.call_soon_threadsafe(self._park, self._drained.set)
+            while not self._drained.wait(1.0):
+                if self.request.cancelled.is_set():
+                    return
 
     def _stream_ended(self) -> None:
         if self._done:

@@ -32,6 +32,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--workers", type=int, help="Engine worker threads (default: one per core; Qwen3: one per slot).")
     p.add_argument("--max-streams", type=int, help="Concurrent streams before 429/1013 (default: measured at warm-up).")
     p.add_argument("--max-input-chars", type=int, help="HTTP input limit (default 10000).")
+    p.add_argument("--max-lead-s", type=float, metavar="S",
+                   help="Seconds of audio a stream is synthesized ahead of what its client has read (default 10; "
+                   "0 = unbounded).")  # fmt: skip
+    p.add_argument("--write-stall-timeout", type=float, metavar="S",
+                   help="Close a stream whose client reads nothing for this long (default 30; 0 = never).")
     p.add_argument("--data-dir", help="Where saved voices live (default: per-user data dir).")
     p.add_argument("--max-voices", type=int, help="Saved-voice cap (default 1000, or SPEAKWIRE_MAX_VOICES).")
     p.add_argument("--allow-remote-ref-audio", action="store_true", help="Let ref_audio be an http(s) URL.")
@@ -123,7 +128,7 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
         model_aliases=_aliases(args.model_alias, "--model-alias") or None,
         voice_aliases=_aliases(args.voice_alias, "--voice-alias") or None,
         preset_voice_aliases=False if args.no_preset_voice_aliases else None, wyoming_port=args.wyoming_port,
-        default_seed=args.seed,
+        default_seed=args.seed, max_lead_s=args.max_lead_s, write_stall_timeout_s=args.write_stall_timeout,
     )  # fmt: skip
 
 

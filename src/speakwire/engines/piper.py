@@ -223,6 +223,11 @@ class PiperEngine:
             words: tuple[WordMark, ...] = ()
             if marks is not None:
                 words = marks.sentence(index, phonemes, voice.config.phoneme_id_map, id_samples, offset, length)
+            if not stream_first:
+                # A whole sentence's graph has run and freed its tensors: have them returned soon even if the
+                # pipeline now leaves this generator waiting at its yield (flow control: a reader a lead behind).
+                # Not before a first window, where a trim would delay first audio.
+                self._releaser.maybe_release()
             for samples in audio:
                 yield AudioChunk(np.clip(samples, -1.0, 1.0).astype(np.float32), voice.config.sample_rate, words)
                 words = ()

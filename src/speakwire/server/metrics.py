@@ -57,6 +57,12 @@ class SpeechMetrics:
         self.rejections = Counter(
             "speakwire_rejections_total", "Streams refused by admission control.", labels, registry=r
         )
+        self.stalled_closes = Counter(
+            "speakwire_stalled_closes_total",
+            "Streams closed because the client took no audio for the write-stall timeout.",
+            labels,
+            registry=r,
+        )
         self.underruns = Counter(
             "speakwire_underruns_total", "Audio that arrived after its playback deadline.", labels, registry=r
         )

@@ -92,7 +92,7 @@ class ServerState:
             scheduler.queue_wait_observer = self.metrics.queue_wait.labels(engine=engine.info.name).observe
             self.pipeline = SynthesisPipeline(
                 engine, scheduler, max_streams=self.settings.max_streams or cap.DEFAULT_STREAMS,
-                max_queue=self.settings.max_queue,
+                max_queue=self.settings.max_queue, max_lead_s=self.settings.max_lead_s,
             )  # fmt: skip
             warm_up_s = 0.0
             measured: tuple[float, float] | None = None

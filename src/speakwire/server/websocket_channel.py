@@ -7,6 +7,10 @@ itself (a disconnect, starlette's RuntimeError, an OSError) turned into one ``Ch
 that is safe on a socket already closed; and the time of the client's last message, for the idle rule.
 They were four near-identical copies; what still differs between protocols (what counts as busy, how an
 idle connection is closed, frame sizes, close reasons) is passed in by the session.
+
+Every send is timed by the session's ``WriteStall`` (``server.flow``): a client that takes nothing for the
+write-stall timeout gets a 1008 close with the reason (queued behind what it has not read yet), and the
+session's receive ends with ``ChannelClosed``, so the session ends its utterances and gives their slots back.
 """
 
 from __future__ import annotations
@@ -20,6 +24,13 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from speakwire.server.flow import ReaderStalled, WriteStall
+
+CLOSE_POLICY = 1008
+STALLED_REASON = "client read no audio for the write-stall timeout"
+STALLED_CLOSE_GRACE_S = 10.0
+"""How long the 1008 close waits for room behind the unread audio (a client that reads again gets it)."""
+
 
 class ChannelClosed(Exception):
     """The connection is over: the client left, or we closed it."""
@@ -28,17 +39,38 @@ class ChannelClosed(Exception):
 class WebSocketChannel:
     """An accepted WebSocket: receive with the time of last activity, sends under one lock, a safe close."""
 
-    def __init__(self, websocket: WebSocket) -> None:
+    def __init__(self, websocket: WebSocket, stall: WriteStall | None = None) -> None:
         self.ws = websocket
         self.last_activity = time.monotonic()
         """When the client last sent a message; sessions also set it when a reply ends (idle counts from there)."""
         self._send_lock = asyncio.Lock()
+        self._stall = stall or WriteStall(None, "websocket")
+        self._stalled = False
+        self._receiver: asyncio.Task[Any] | None = None
+        self._closer: asyncio.Task[None] | None = None
+
+    @property
+    def stalled(self) -> bool:
+        """True once a send waited the write-stall timeout (the connection is being closed 1008)."""
+        return self._stalled
 
     # ----- receiving --------------------------------------------------------------------
 
     async def receive(self) -> str | bytes:
         """The next client message, text or binary; raises ``ChannelClosed`` once the client has left."""
-        message = await self.ws.receive()
+        if self._stalled:
+            await self.close(CLOSE_POLICY)  # the 1008 goes out (or its grace ends) before the session can end
+            raise ChannelClosed
+        self._receiver = asyncio.current_task()
+        try:
+            message = await self.ws.receive()
+        except asyncio.CancelledError:
+            task = self._receiver
+            if self._stalled and task is not None and task.uncancel() == 0:
+                raise ChannelClosed from None  # the stalled close gave up waiting: the session is over
+            raise
+        finally:
+            self._receiver = None
         if message["type"] == "websocket.disconnect":
             raise ChannelClosed
         self.last_activity = time.monotonic()
@@ -85,23 +117,50 @@ class WebSocketChannel:
                 await self._guarded(self.ws.send_bytes(data[start : start + max_frame_bytes]))
 
     def _check_open(self) -> None:
-        if self.ws.application_state != WebSocketState.CONNECTED:
+        if self._stalled or self.ws.application_state != WebSocketState.CONNECTED:
             raise ChannelClosed
 
-    @staticmethod
-    async def _guarded(send: Awaitable[None]) -> None:
+    async def _guarded(self, send: Awaitable[None]) -> None:
         try:
-            await send
+            await self._stall.write(send)
+        except ReaderStalled:
+            self._on_stalled()
+            raise ChannelClosed from None
         except (WebSocketDisconnect, RuntimeError, OSError) as exc:
             raise ChannelClosed from exc
+
+    def _on_stalled(self) -> None:
+        if self._stalled:
+            return
+        self._stalled = True
+        self._stall.noticed("closing the WebSocket 1008")
+        self._closer = asyncio.get_running_loop().create_task(self._close_stalled())
+
+    async def _close_stalled(self) -> None:
+        """Close 1008 once the socket has room for the close frame; then (or at the grace's end) end receive."""
+        try:
+            async with asyncio.timeout(STALLED_CLOSE_GRACE_S):
+                await self.ws.close(CLOSE_POLICY, STALLED_REASON)
+        except Exception:
+            pass
+        finally:
+            receiver = self._receiver
+            if receiver is not None and not receiver.done():
+                receiver.cancel()
 
     # ----- closing ----------------------------------------------------------------------
 
     async def close(self, code: int, reason: str = "") -> None:
         """Close with ``code`` and ``reason`` (the caller keeps it within 123 bytes) if still connected.
 
-        Never raises: the client may have left, or be leaving, at any moment.
+        Never raises: the client may have left, or be leaving, at any moment. A stalled connection is already
+        being closed (1008): this waits for that close (at most ``STALLED_CLOSE_GRACE_S``), so a session that
+        ends meanwhile does not drop the connection before the 1008 is out.
         """
+        if self._closer is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.shield(self._closer)
+            return
         if self.ws.application_state == WebSocketState.CONNECTED:
             with contextlib.suppress(Exception):
                 await self.ws.close(code, reason)

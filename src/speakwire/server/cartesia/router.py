@@ -16,13 +16,14 @@ import uuid
 from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Request, WebSocket
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from speakwire.encoders.base import Encoder
 from speakwire.encoders.registry import create_encoder
 from speakwire.errors import BadRequestError, SpeakwireError, TooBusyError
 from speakwire.server.cartesia import protocol as p
 from speakwire.server.cartesia.session import PROTOCOL, CartesiaSession
+from speakwire.server.flow import StallingResponse, write_stall
 from speakwire.server.options import resolve_speech
 from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.state import ServerState
@@ -91,9 +92,10 @@ async def _speak(request: Request, *, sse: bool) -> Response:
     else:
         stream = _bytes_stream(utterance, encoder, speech.spec.volume)
         media_type = encoder.content_type
-    return StreamingResponse(
-        _closing(state, utterance, stream), media_type=media_type, headers={"Cache-Control": "no-store"}
-    )
+    return StallingResponse(
+        _closing(state, utterance, stream), write_stall(state, PROTOCOL), media_type=media_type,
+        headers={"Cache-Control": "no-store"},
+    )  # fmt: skip
 
 
 async def _json_body(request: Request) -> object:

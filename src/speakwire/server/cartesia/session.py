@@ -40,6 +40,7 @@ from speakwire.errors import (
 )
 from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.cartesia import protocol as p
+from speakwire.server.flow import write_stall
 from speakwire.server.options import ResolvedSpeech, resolve_speech
 from speakwire.server.state import ServerState
 from speakwire.server.stream.protocol import MAX_FRAME_BYTES, MAX_SESSION_CHARS, MAX_TEXT_MESSAGE_BYTES
@@ -101,7 +102,7 @@ class CartesiaSession:
         self.ws = websocket
         self.state = state
         self._id = str(uuid.uuid4())
-        self._channel = WebSocketChannel(websocket)
+        self._channel = WebSocketChannel(websocket, write_stall(state, PROTOCOL))
         self._contexts: dict[str, _Context] = {}
         self._ended: OrderedDict[str, None] = OrderedDict()
 

@@ -13,12 +13,13 @@ import uuid
 from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Request, WebSocket
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from speakwire.encoders.registry import CONTENT_TYPES, create_encoder
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.server.deepgram import protocol as p
 from speakwire.server.deepgram.session import PROTOCOL, DeepgramSpeakSession
+from speakwire.server.flow import StallingResponse, write_stall
 from speakwire.server.options import SpeechOptions, resolve_speech
 from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.state import ServerState
@@ -89,7 +90,7 @@ async def speak(request: Request) -> Response:
     fmt = resolved.response_format
     media_type = "audio/wav" if params.container == "wav" else CONTENT_TYPES[fmt]
     body = _audio(state, utterance, fmt, resolved.output_rate, params.wav_prefix())
-    return StreamingResponse(body, media_type=media_type, headers=headers)
+    return StallingResponse(body, write_stall(state, PROTOCOL), media_type=media_type, headers=headers)
 
 
 def _error(error: p.DeepgramError, request_id: str) -> JSONResponse:

@@ -26,6 +26,7 @@ from speakwire.encoders.registry import create_encoder
 from speakwire.errors import PayloadTooLargeError, ShuttingDownError, SpeakwireError, TooBusyError
 from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.deepgram import protocol as p
+from speakwire.server.flow import write_stall
 from speakwire.server.options import ResolvedSpeech, SpeechOptions, resolve_speech
 from speakwire.server.state import ServerState
 from speakwire.server.stream.protocol import MAX_SESSION_CHARS
@@ -63,7 +64,7 @@ class DeepgramSpeakSession:
         self.ws = websocket
         self.state = state
         self.request_id = str(uuid.uuid4())
-        self._channel = WebSocketChannel(websocket)
+        self._channel = WebSocketChannel(websocket, write_stall(state, PROTOCOL))
         self._turns: list[_Turn] = []
         self._open: _Turn | None = None
         self._sequence = p.FlushSequence()

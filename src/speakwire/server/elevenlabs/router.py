@@ -22,13 +22,14 @@ from collections.abc import AsyncIterator
 import numpy as np
 from fastapi import APIRouter, Request, WebSocket
 from pydantic import ValidationError
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from speakwire.audio.chunk import Float32Array
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.server.elevenlabs import protocol as p
 from speakwire.server.elevenlabs.alignment import CharacterAligner, CharTiming, http_alignment
 from speakwire.server.elevenlabs.session import PROTOCOL, ElevenLabsSession
+from speakwire.server.flow import StallingResponse, file_response, write_stall
 from speakwire.server.options import resolve_speech
 from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.state import ServerState
@@ -64,7 +65,7 @@ async def convert(voice_id: str, request: Request) -> Response:
         data, _ = await job.whole_file()
     except _Reply as reply:
         return reply.response
-    return Response(data, media_type=job.fmt.content_type)
+    return file_response(data, write_stall(job.state, PROTOCOL), media_type=job.fmt.content_type)
 
 
 @router.post("/v1/text-to-speech/{voice_id}/with-timestamps", summary="ElevenLabs: one file and its alignment.")
@@ -85,7 +86,7 @@ async def stream(voice_id: str, request: Request) -> Response:
         job = await _start(request, voice_id)
     except _Reply as reply:
         return reply.response
-    return StreamingResponse(job.audio_stream(), media_type=job.fmt.content_type)
+    return StallingResponse(job.audio_stream(), write_stall(job.state, PROTOCOL), media_type=job.fmt.content_type)
 
 
 @router.post(
@@ -97,7 +98,8 @@ async def stream_with_timestamps(voice_id: str, request: Request) -> Response:
         job = await _start(request, voice_id)
     except _Reply as reply:
         return reply.response
-    return StreamingResponse(job.timestamped_stream(), media_type="application/x-ndjson")
+    return StallingResponse(job.timestamped_stream(), write_stall(job.state, PROTOCOL),
+                            media_type="application/x-ndjson")  # fmt: skip
 
 
 class _Reply(Exception):

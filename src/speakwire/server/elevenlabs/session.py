@@ -35,6 +35,7 @@ from speakwire.errors import (
 from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.elevenlabs import protocol as p
 from speakwire.server.elevenlabs.alignment import CharacterAligner, CharTiming, ws_alignment
+from speakwire.server.flow import write_stall
 from speakwire.server.options import ResolvedSpeech, resolve_speech
 from speakwire.server.state import ServerState
 from speakwire.server.stream.protocol import MAX_SESSION_CHARS, MAX_TEXT_MESSAGE_BYTES
@@ -79,7 +80,7 @@ class ElevenLabsSession:
         self.voice_id = voice_id
         self.multi = multi
         self._protocol = p.StreamInputProtocol(multi=multi)
-        self._channel = WebSocketChannel(websocket)
+        self._channel = WebSocketChannel(websocket, write_stall(state, PROTOCOL))
         self._query: p.StreamQuery | None = None
         self._resolved: ResolvedSpeech | None = None
         self._contexts: dict[str | None, _Context] = {}

@@ -9,9 +9,10 @@ import logging
 from collections.abc import AsyncIterator
 
 import numpy as np
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from speakwire.encoders.registry import CONTENT_TYPES, create_encoder, encode_file
+from speakwire.server.flow import StallingResponse, file_response, write_stall
 from speakwire.server.options import resolve_speech
 from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.speech.protocol import SpeechRequest
@@ -82,17 +83,18 @@ async def create_speech(
     if ignored:
         _note_ignored(ignored)
         headers["X-Ignored-Fields"] = ", ".join(ignored)
+    stall = write_stall(state, protocol)
     if delivery == "file":
         try:
-            return await _whole_file(utterance, fmt, rate, headers)
+            data = await _whole_file(utterance, fmt, rate)
         finally:
             close_utterance(state, utterance, protocol)
+        return file_response(data, stall, media_type=CONTENT_TYPES[fmt], headers=headers)
     stream = _raw_stream(utterance, fmt, rate) if delivery == "audio" else _sse_stream(utterance, fmt, rate, words)
-    return StreamingResponse(
-        _closing(state, utterance, protocol, stream),
-        media_type="text/event-stream" if delivery == "sse" else CONTENT_TYPES[fmt],
-        headers=headers,
-    )
+    return StallingResponse(
+        _closing(state, utterance, protocol, stream), stall,
+        media_type="text/event-stream" if delivery == "sse" else CONTENT_TYPES[fmt], headers=headers,
+    )  # fmt: skip
 
 
 async def _closing(
@@ -106,7 +108,7 @@ async def _closing(
         close_utterance(state, utterance, protocol)
 
 
-async def _whole_file(utterance: Utterance, fmt: str, rate: int, headers: dict[str, str]) -> Response:
+async def _whole_file(utterance: Utterance, fmt: str, rate: int) -> bytes:
     parts: list[np.ndarray] = []
     async for event in utterance.events():
         if isinstance(event, AudioReady):
@@ -114,8 +116,7 @@ async def _whole_file(utterance: Utterance, fmt: str, rate: int, headers: dict[s
         elif isinstance(event, SegmentFinished) and event.error is not None:
             raise event.error
     samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-    data = await asyncio.to_thread(encode_file, fmt, rate, samples)
-    return Response(data, media_type=CONTENT_TYPES[fmt], headers=headers)
+    return await asyncio.to_thread(encode_file, fmt, rate, samples)
 
 
 class StreamAborted(Exception):

@@ -25,6 +25,7 @@ from speakwire.audio.chunk import float_to_int16_bytes
 from speakwire.encoders.registry import encode_file
 from speakwire.errors import NotReadyError, PayloadTooLargeError, ShuttingDownError, SpeakwireError, TooBusyError
 from speakwire.server.auth import key_matches, offered_key
+from speakwire.server.flow import write_stall
 from speakwire.server.options import ResolvedSpeech, resolve_speech
 from speakwire.server.state import ServerState
 from speakwire.server.stream import protocol as p
@@ -71,7 +72,7 @@ class StreamSession:
         self.ws = websocket
         self.state = state
         self.protocol = protocol
-        self._channel = WebSocketChannel(websocket)
+        self._channel = WebSocketChannel(websocket, write_stall(state, protocol))
         self._config: p.StreamConfig | None = None
         self._resolved: ResolvedSpeech | None = None
         self._open: _Active | None = None

@@ -23,6 +23,7 @@ from pathlib import Path
 import speakwire
 from speakwire.audio.chunk import float_to_int16_bytes
 from speakwire.errors import NotFoundError, NotReadyError, PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.server.flow import ReaderStalled, write_stall
 from speakwire.server.options import ResolvedSpeech, SpeechOptions, resolve_speech
 from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.state import ServerState
@@ -126,6 +127,7 @@ class WyomingConnection:
         self._session = p.WyomingSession()
         self._decoder = p.FrameDecoder()
         self._send_lock = asyncio.Lock()
+        self._stall = write_stall(state, PROTOCOL)
         self._tail: asyncio.Task[None] | None = None
         """The last speaker: the next one waits for it."""
         self._speakers: set[asyncio.Task[None]] = set()
@@ -214,8 +216,12 @@ class WyomingConnection:
             self._writer.write(b"".join(frames))
             try:
                 # A client that stops reading is dropped rather than holding audio (and a stream slot) forever.
-                await asyncio.wait_for(self._writer.drain(), timeout=self.state.settings.ws_idle_timeout_s)
-            except (ConnectionError, TimeoutError) as exc:
+                await self._stall.write(self._writer.drain())
+            except ReaderStalled as exc:
+                self._stall.noticed("closing the connection")
+                self._writer.transport.abort()  # nothing more can reach it: close() would wait for the buffer
+                raise _Closed from exc
+            except ConnectionError as exc:
                 self._writer.close()
                 raise _Closed from exc
 
