@@ -154,3 +154,90 @@ def test_streams_decoded_together_in_one_batch_equal_each_decoded_alone() -> Non
     for i in range(streams):
         np.testing.assert_allclose(np.concatenate(out[i]), solo[i], rtol=0, atol=1e-5)
     assert batcher.stats.max_batch > 1 and batcher.stats.calls < streams * len(SCHEDULE)
+
+
+@pytest.mark.parametrize(("streams", "cap"), [(7, 3), (5, 1), (4, 4), (3, 8)])
+def test_windows_due_together_decode_in_batches_of_at_most_the_cap(streams: int, cap: int) -> None:
+    """N windows of one shape queued at once: ceil(N / cap) calls per chunk, each chunk its solo decode."""
+    import math
+
+    from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
+    from speakwire.engines.qwen3.stream_decoder import StreamDecoder
+
+    model = decoder(layers=2, window=4)
+    frames = [codes(sum(SCHEDULE)).roll(3 * i, dims=0) for i in range(streams)]
+    batcher = DecodeBatcher(model, max_windows=cap)
+    states, solos = [StreamDecoder(model) for _ in range(streams)], [StreamDecoder(model) for _ in range(streams)]
+    start = 0
+    try:
+        for size in SCHEDULE:
+            calls = batcher.stats.calls
+            chunk = [f[start : start + size] for f in frames]
+            # as the text stream hands them over: a list of (Q,) frames, stacked on the batcher's side
+            batched = batcher.decode_many([(s, list(c), None) for s, c in zip(states, chunk, strict=True)])
+            assert batcher.stats.calls - calls == math.ceil(streams / cap)
+            for audio, solo, c in zip(batched, solos, chunk, strict=True):
+                assert len(audio) == size * 1920
+                np.testing.assert_allclose(audio, solo.decode(c), rtol=0, atol=1e-5)
+            start += size
+    finally:
+        batcher.close()
+    assert batcher.stats.chunks == streams * len(SCHEDULE)
+    assert batcher.stats.max_batch == min(cap, streams)
+
+
+def test_concurrent_streams_under_a_small_cap_equal_each_decoded_alone() -> None:
+    import threading
+
+    from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
+    from speakwire.engines.qwen3.stream_decoder import StreamDecoder
+
+    model = decoder(layers=2, window=4)
+    streams = 6
+    frames = [codes(sum(SCHEDULE)).roll(i, dims=0) for i in range(streams)]
+    solo = [full_decode(model, f) for f in frames]
+    batcher = DecodeBatcher(model, max_windows=2)
+    out: list[list[np.ndarray]] = [[] for _ in range(streams)]
+    gate = threading.Barrier(streams)
+
+    def stream_audio(i: int) -> None:
+        state, start = StreamDecoder(model), 0
+        for size in SCHEDULE:
+            gate.wait()
+            out[i].append(batcher.decode(state, frames[i][start : start + size]))
+            start += size
+
+    threads = [threading.Thread(target=stream_audio, args=(i,)) for i in range(streams)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    batcher.close()
+    for i in range(streams):
+        np.testing.assert_allclose(np.concatenate(out[i]), solo[i], rtol=0, atol=1e-5)
+    assert batcher.stats.chunks == streams * len(SCHEDULE) and batcher.stats.max_batch <= 2
+
+
+def test_the_memory_cap_is_what_fits_at_least_one_at_most_the_ceiling() -> None:
+    from speakwire.engines.qwen3.decode_batcher import DecodeBatcher, windows_in
+
+    mib = 2**20
+    assert windows_in(100 * mib, 30 * mib, 64) == 3
+    assert windows_in(100 * mib, 30 * mib, 2) == 2  # never more than the streams that can be due at once
+    assert windows_in(10 * mib, 30 * mib, 64) == 1  # one window always goes (as before the cap)
+    assert windows_in(-5 * mib, 30 * mib, 64) == 1
+    with pytest.raises(ValueError, match="max_windows"):
+        DecodeBatcher(decoder(layers=1, window=2), max_windows=0)
+
+
+def test_the_largest_window_is_as_long_as_any_window_the_schedule_builds() -> None:
+    from speakwire.engines.qwen3.stream_decoder import StreamDecoder, largest_window
+
+    model = decoder(layers=2, window=4)
+    state, start, longest = StreamDecoder(model, history=codes(40)), 0, (0, 0, 0)
+    for size in SCHEDULE:
+        window = state.window(codes(sum(SCHEDULE))[start : start + size])
+        assert window is not None
+        longest = max(longest, window.shape)
+        start += size
+    assert largest_window(model, max(SCHEDULE)).shape == longest

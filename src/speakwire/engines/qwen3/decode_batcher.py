@@ -1,32 +1,49 @@
 """Code2wav for every stream on one thread, batched: the chunks that are due together decode together.
 
 Each stream keeps its own ``StreamDecoder`` (its history), and asks for its next chunk with
-``decode``. The batcher's thread takes every request waiting, groups them by window shape
-(streams at the same point of the chunk schedule have the same shape: at steady state, all
-of them) and decodes each group in one batched call. While it works, new requests queue up,
-so the batch grows with the load by itself; nothing waits on purpose.
+``decode``. The batcher's thread takes every request waiting, builds each one's window, groups
+them by window shape (streams at the same point of the chunk schedule have the same shape: at
+steady state, all of them) and decodes each group in batched calls of at most ``max_windows``
+windows. While it works, new requests queue up, so the batch grows with the load by itself;
+nothing waits on purpose.
+
+The cap keeps a full house within memory: on CUDA ``fit_to_memory`` derives it at load from the
+peak memory of one window's decode and the memory the loop's plan leaves free; on CPU it is
+``CPU_MAX_WINDOWS``.
 
 On CUDA the decodes run on a stream of their own, so they overlap the talker's steps instead
-of queueing behind them (and the talker's behind them) on the default stream.
+of queueing behind them (and the talker's behind them) on the default stream. A request carries
+the event of its newest frame (``Frame.ready``): the decode stream waits on that event before it
+stacks the frames and builds the window, and on nothing else (``stream_sync``).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from speakwire.audio.chunk import Float32Array
-from speakwire.engines.qwen3.stream_decoder import DecodeWindow, StreamDecoder, decode_windows
+from speakwire.engines.qwen3.stream_decoder import DecodeWindow, StreamDecoder, decode_windows, largest_window
+from speakwire.engines.qwen3.stream_sync import DecodeStream, decode_stream
 
 logger = logging.getLogger(__name__)
+
+CPU_MAX_WINDOWS = 64
+"""Windows per code2wav call on CPU (memory is not what limits it there)."""
 
 
 @dataclass(slots=True)
 class _Request:
-    window: DecodeWindow
+    state: StreamDecoder
+    frames: Any
+    """(n, Q) codes, or a list of (Q,) frames."""
+    ready: Any
+    """The event of the newest frame (CUDA), or None."""
+    window: DecodeWindow | None = None
     done: threading.Event = field(default_factory=threading.Event)
     audio: Float32Array | None = None
     error: BaseException | None = None
@@ -40,42 +57,97 @@ class DecodeStats:
 
 
 class DecodeBatcher:
-    """One code2wav thread for a loaded model's decoder."""
+    """One code2wav thread for a loaded model's decoder.
 
-    def __init__(self, decoder: Any) -> None:
+    Args:
+        decoder: ``Qwen3TTSTokenizerV2Decoder``.
+        max_windows: Most windows in one decode call (a group of one shape is split into calls of at most
+            this many); default ``CPU_MAX_WINDOWS`` until ``fit_to_memory`` sets it.
+    """
+
+    def __init__(self, decoder: Any, max_windows: int | None = None) -> None:
         import torch
 
+        if max_windows is not None and max_windows < 1:
+            raise ValueError(f"max_windows must be at least 1, got {max_windows}")
         self._torch = torch
         self._decoder = decoder
-        device = decoder.device
-        self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None  # type: ignore[no-untyped-call]
+        self.stream: DecodeStream | None = decode_stream(torch, decoder.device)
+        """Code2wav's own stream on CUDA; None on CPU."""
+        self.max_windows = max_windows or CPU_MAX_WINDOWS
         self._cond = threading.Condition()
         self._waiting: list[_Request] = []
         self._closed = False
         self._thread: threading.Thread | None = None
         self.stats = DecodeStats()
 
-    def decode(self, state: StreamDecoder, frames: Any) -> Float32Array:
-        """The audio of ``frames`` for the stream ``state`` (blocks until decoded)."""
-        window = state.window(frames)
-        if window is None:
-            import numpy as np
+    def decode(self, state: StreamDecoder, frames: Any, ready: Any = None) -> Float32Array:
+        """The audio of ``frames`` for the stream ``state`` (blocks until decoded).
 
-            return np.zeros(0, dtype=np.float32)
-        request = _Request(window)
-        with self._cond:
-            if self._closed:
-                raise RuntimeError("decoder is closed")
-            self._waiting.append(request)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="qwen3-code2wav", daemon=True)
-                self._thread.start()
-            self._cond.notify()
-        request.done.wait()
-        if request.error is not None:
-            raise request.error
-        assert request.audio is not None
-        return request.audio
+        ``frames``: ``(n, Q)`` codes or a list of ``(Q,)`` frames; ``ready``: the event after which they are
+        complete (the newest frame's ``Frame.ready``). Without one, on CUDA, the caller's current stream is
+        marked now (for tensors the caller made itself).
+        """
+        return self.decode_many([(state, frames, ready)])[0]
+
+    def decode_many(self, items: list[tuple[StreamDecoder, Any, Any]]) -> list[Float32Array]:
+        """``decode`` for several streams at once (queued together, so they batch together)."""
+        import numpy as np
+
+        requests: list[_Request | None] = []
+        for state, frames, ready in items:
+            empty = len(frames) == 0 if isinstance(frames, (list, tuple)) else int(frames.numel()) == 0
+            if empty:
+                requests.append(None)
+                continue
+            if ready is None and self.stream is not None:
+                ready = self.stream.mark()
+            requests.append(_Request(state, frames, ready))
+        queued = [r for r in requests if r is not None]
+        if queued:
+            with self._cond:
+                if self._closed:
+                    raise RuntimeError("decoder is closed")
+                self._waiting.extend(queued)
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="qwen3-code2wav", daemon=True)
+                    self._thread.start()
+                self._cond.notify()
+        audio: list[Float32Array] = []
+        for request in requests:
+            if request is None:
+                audio.append(np.zeros(0, dtype=np.float32))
+                continue
+            request.done.wait()
+            if request.error is not None:
+                raise request.error
+            assert request.audio is not None
+            audio.append(request.audio)
+        return audio
+
+    def fit_to_memory(self, free_bytes: int, *, frames: int, ceiling: int) -> int:
+        """Set ``max_windows`` from ``free_bytes`` and one window's measured peak (CUDA; see
+        ``measure_window_bytes``), at most ``ceiling`` (the streams that can be decoding at once); logged."""
+        per_window = self.measure_window_bytes(frames)
+        self.max_windows = windows_in(free_bytes, per_window, ceiling)
+        logger.info(
+            "qwen3: code2wav batches at most %d windows (%.1f MiB per %d-frame window measured; %.2f GiB free for it)",
+            self.max_windows, per_window / 2**20, frames, max(free_bytes, 0) / 2**30,
+        )  # fmt: skip
+        return self.max_windows
+
+    def measure_window_bytes(self, frames: int) -> int:
+        """Peak device memory of decoding one window of the largest shape for ``frames`` new frames (CUDA)."""
+        torch = self._torch
+        device = self._decoder.device
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        assert self.stream is not None
+        with self.stream.active():
+            decode_windows(self._decoder, [largest_window(self._decoder, frames)])
+        torch.cuda.synchronize(device)
+        return max(1, int(torch.cuda.max_memory_allocated(device)) - int(base))
 
     def close(self) -> None:
         with self._cond:
@@ -94,23 +166,47 @@ class DecodeBatcher:
                     return
                 batch, self._waiting = self._waiting, []
             groups: dict[tuple[int, int, int], list[_Request]] = defaultdict(list)
-            for request in batch:
+            for request in self._windows(batch):
+                assert request.window is not None
                 groups[request.window.shape].append(request)
+            cap = self.max_windows
             for requests in groups.values():
-                self._decode(requests)
+                for first in range(0, len(requests), cap):
+                    self._decode(requests[first : first + cap])
+
+    def _windows(self, batch: list[_Request]) -> list[_Request]:
+        """Build each request's window (on the decode stream, after its frames' event); those that fail end."""
+        built = []
+        stream = self.stream
+        for request in batch:
+            try:
+                if stream is None:
+                    request.window = request.state.window(request.frames)
+                else:
+                    with stream.active():
+                        if request.ready is not None:
+                            stream.wait(request.ready)
+                        frames = request.frames
+                        for tensor in frames if isinstance(frames, (list, tuple)) else (frames,):
+                            stream.keep(tensor)  # made on the loop's stream, read on this one
+                        request.window = request.state.window(frames)
+                if request.window is None:
+                    raise RuntimeError("no frames to decode")
+                built.append(request)
+            except BaseException as exc:
+                logger.exception("qwen3: code2wav could not build a window")
+                request.error = exc
+                request.done.set()
+        return built
 
     def _decode(self, requests: list[_Request]) -> None:
-        torch = self._torch
+        windows = [r.window for r in requests]
         try:
-            if self._stream is not None:
-                # The codes came from the talker's (default) stream: wait for them, and keep their memory alive.
-                self._stream.wait_stream(torch.cuda.default_stream(self._stream.device))
-                for request in requests:
-                    request.window.codes.record_stream(self._stream)
-                with torch.cuda.stream(self._stream):
-                    audio = decode_windows(self._decoder, [r.window for r in requests])
+            if self.stream is not None:
+                with self.stream.active():
+                    audio = decode_windows(self._decoder, windows)  # type: ignore[arg-type]
             else:
-                audio = decode_windows(self._decoder, [r.window for r in requests])
+                audio = decode_windows(self._decoder, windows)  # type: ignore[arg-type]
             for request, samples in zip(requests, audio, strict=True):
                 request.audio = samples
         except BaseException as exc:
@@ -122,4 +218,10 @@ class DecodeBatcher:
             self.stats.chunks += len(requests)
             self.stats.max_batch = max(self.stats.max_batch, len(requests))
             for request in requests:
+                request.window = None
                 request.done.set()
+
+
+def windows_in(free_bytes: int, per_window: int, ceiling: int) -> int:
+    """Windows of ``per_window`` bytes that fit in ``free_bytes``: at least 1, at most ``ceiling``."""
+    return max(1, min(int(ceiling), math.floor(max(free_bytes, 0) / max(per_window, 1))))

@@ -50,7 +50,7 @@ from speakwire.engines.qwen3.frame_budget import frame_budget
 from speakwire.engines.qwen3.frame_tap import FrameTap, GenerationSession, GenerationStopped
 from speakwire.engines.qwen3.generation_loop import GenerationLoop, Row
 from speakwire.engines.qwen3.kv_slots import SlotKVCache
-from speakwire.engines.qwen3.memory_plan import plan_memory
+from speakwire.engines.qwen3.memory_plan import decode_free_bytes, plan_memory
 from speakwire.engines.qwen3.prompt_cache import PromptCache, prompt_key
 from speakwire.engines.qwen3.sampling import RowSampling
 from speakwire.engines.qwen3.stream_decoder import StreamDecoder
@@ -87,6 +87,7 @@ class Qwen3Engine:
         max_len: int | None = None,
         memory_share: float | None = None,
         prefill_chunk: int = 256,
+        decode_batch: int | None = None,
     ) -> None:
         import torch
 
@@ -150,7 +151,8 @@ class Qwen3Engine:
             device=tts.model.talker.device,
         )
         self.loop = GenerationLoop(tts, BatchedTalker(tts, cache), PromptBuilder(tts), prefill_chunk=prefill_chunk)
-        self.decoding = DecodeBatcher(self._decoder)
+        self.decoding = DecodeBatcher(self._decoder, max_windows=decode_batch)
+        self._decode_batch_set = decode_batch is not None
         self._tap = FrameTap(tts)
         self._generating = threading.Lock()
         """Serialises the package's own generate (``synthesize_full``): it keeps per-call state on the module."""
@@ -158,6 +160,16 @@ class Qwen3Engine:
     @property
     def info(self) -> EngineInfo:
         return self._info
+
+    def fit_decode_batch(self, memory_share: float | None = None) -> int:
+        """CUDA: cap code2wav's batch by memory (one window's measured peak, ``decode_free_bytes``); logged.
+
+        Windows are at most history + the schedule's largest chunk long, and at most one per slot is due
+        at once. Kept as it is when the engine was given ``decode_batch``, and on CPU."""
+        if self._decode_batch_set or self.decoding.stream is None:
+            return self.decoding.max_windows
+        free = decode_free_bytes(self._torch, str(self._decoder.device), memory_share)
+        return self.decoding.fit_to_memory(free, frames=max(self.stream_schedule), ceiling=self.memory.slots)
 
     @property
     def tts_model(self) -> Any:
@@ -384,6 +396,7 @@ def load_qwen3_engine(
     max_batch: int | None = None,
     max_len: int | None = None,
     cuda_graphs: bool | None = None,
+    decode_batch: int | None = None,
 ) -> Qwen3Engine:
     """Load a Qwen3-TTS 12 Hz checkpoint (hub id or local directory) as a streaming engine.
 
@@ -403,6 +416,8 @@ def load_qwen3_engine(
         cuda_graphs: On CUDA, capture the loop's static step (talker decode, code predictor, sampling) as
             one CUDA graph per batch bucket before returning (so before the server's warm-up and /ready);
             None (the default) = on for CUDA. A failed capture logs and leaves the step eager.
+        decode_batch: Most windows in one code2wav call; default on CUDA: what the memory left after the
+            loop holds (measured with one window's decode at load, logged), on CPU ``CPU_MAX_WINDOWS``.
 
     Raises:
         MissingExtraError: torch or qwen-tts is not installed.
@@ -432,6 +447,7 @@ def load_qwen3_engine(
         max_batch=max_batch,
         max_len=max_len,
         memory_share=share,
+        decode_batch=decode_batch,
     )
     _log_loaded(engine, tts, device, dtype_name, time.perf_counter() - started)
     if cuda_graphs is not False and device.startswith("cuda"):
@@ -440,6 +456,12 @@ def load_qwen3_engine(
                 engine.loop.capture_graphs()  # logs its time
         except Exception:
             logger.exception("qwen3: capturing the step as CUDA graphs failed; the step runs eagerly")
+    if device.startswith("cuda"):
+        try:
+            engine.fit_decode_batch(share)  # after the graphs: their pools are part of what is taken
+        except Exception:
+            logger.exception("qwen3: measuring code2wav's memory failed; it batches at most %d windows",
+                             engine.decoding.max_windows)  # fmt: skip
     return engine
 
 

@@ -28,6 +28,7 @@ from speakwire.engines.qwen3.batched_talker import BatchedTalker
 from speakwire.engines.qwen3.frame_budget import MAX_FRAMES, frame_budget
 from speakwire.engines.qwen3.sampling import MIN_NEW_TOKENS, RowSampling, sample_rows
 from speakwire.engines.qwen3.static_step import StaticStep
+from speakwire.engines.qwen3.stream_sync import StepEvents, step_events
 from speakwire.engines.qwen3.talker_prompt import PromptBuilder, VoicePrompt, VoiceSpec
 from speakwire.engines.qwen3.text_track import TextTrack
 
@@ -48,6 +49,9 @@ class Frame:
     """(16,) long tensor on the model's device."""
     text_read: int
     """Characters of the row's text the talker had read when it made this frame."""
+    ready: Any = None
+    """On CUDA, the event the loop recorded right after the step that made ``codes`` (on the step's stream):
+    code2wav waits on it, not on the loop's stream (``stream_sync``); None on CPU."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +192,8 @@ class GenerationLoop:
         self._banned = banned
         self._true = torch.ones(1, dtype=torch.bool, device=self._device)
         self.state = StaticStep(tts, talker.cache, banned=banned, eos=self._eos)
+        self.step_events: StepEvents = step_events(torch, self._device)
+        """Records each step's event for its frames (``Frame.ready``); none on CPU."""
         """Every row's step state, on the device, one entry per slot; its step is the loop's step."""
         self.static_step = True
         """False: the eager reference step (the package's layers, per-step gathers and host copies)."""
@@ -525,7 +531,7 @@ class GenerationLoop:
         frames, codes = state.run(
             [(a.slot, self._text_at(a), a.row.sampling, a.generator) for a in rows], span
         )
-        self._emit(rows, [frames[a.slot] for a in rows])
+        self._emit(rows, [frames[a.slot] for a in rows], self.step_events.record())
         column = state.codebooks
         self._finish_step(rows, [int(codes[a.slot, column]) for a in rows])
 
@@ -540,7 +546,7 @@ class GenerationLoop:
             past, first, [a.row.sampling.predictor for a in rows], [a.generator for a in rows]
         )
         frames = torch.cat((first.unsqueeze(1), residuals), dim=1)
-        self._emit(rows, [frames[i] for i in range(len(rows))])
+        self._emit(rows, [frames[i] for i in range(len(rows))], self.step_events.record())
 
         text = torch.cat([self._text_at(a) for a in rows], dim=0)
         embeds = talker.embed_codes(frames) + text
@@ -564,14 +570,14 @@ class GenerationLoop:
         state.frames[index] += 1
         self._finish_step(rows, codes.tolist())
 
-    def _emit(self, rows: list[_Active], frames: list[Any]) -> None:
+    def _emit(self, rows: list[_Active], frames: list[Any], ready: Any) -> None:
         now = time.monotonic()
         for active, codes in zip(rows, frames, strict=True):
             if active.first_frame_at is None:
                 active.first_frame_at = now
             active.frames += 1
             read = max(0, active.consumed + active.steps - active.prefix_tokens)
-            active.row.events.put(Frame(codes, active.row.text_read(read)))
+            active.row.events.put(Frame(codes, active.row.text_read(read), ready))
 
     def _finish_step(self, rows: list[_Active], codes: list[int]) -> None:
         for active, code in zip(rows, codes, strict=True):

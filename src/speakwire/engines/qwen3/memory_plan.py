@@ -2,8 +2,10 @@
 
 On CUDA the budget is the share of the GPU this process may take (``--gpu-memory-utilization``,
 default 0.9) minus what the weights already hold and a reserve for activations and the
-codec decoder. On CPU the KV cache gets at most ``CPU_KV_BUDGET`` bytes. Each slot holds
-``max_len`` positions, enough for the longest prompt plus the longest frame budget.
+codec decoder. Code2wav's batch is capped from what is left once the loop is loaded
+(``decode_free_bytes``; ``DecodeBatcher.fit_to_memory``). On CPU the KV cache gets at most
+``CPU_KV_BUDGET`` bytes. Each slot holds ``max_len`` positions, enough for the longest prompt plus the
+longest frame budget.
 """
 
 from __future__ import annotations
@@ -70,3 +72,16 @@ def plan_memory(
         budget = CPU_KV_BUDGET
     slots = max(1, min(cap, budget // per_slot)) if budget > 0 else 1
     return MemoryPlan(int(slots), max_len, per_slot, max(budget, 0), weights, total)
+
+
+def decode_free_bytes(torch: Any, device: str, memory_share: float | None = None) -> int:
+    """CUDA, once the weights, KV cache and step graphs are in place: what code2wav's batches may take.
+
+    The process's share of the device minus what the caching allocator already holds (reserved, not just
+    allocated: blocks cached for the loop's stream are not the decode stream's to reuse), minus
+    ``GPU_RESERVE_SHARE`` of the device kept for the loop's own activations (prefill, eager steps).
+    """
+    index = torch.device(device).index
+    total = int(torch.cuda.get_device_properties(index or 0).total_memory)
+    allowed = total * (memory_share or DEFAULT_GPU_SHARE)
+    return int(allowed - int(torch.cuda.memory_reserved(index)) - GPU_RESERVE_SHARE * total)

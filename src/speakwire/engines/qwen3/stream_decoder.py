@@ -99,9 +99,11 @@ class StreamDecoder:
         self._conv_reach = conv_reach(decoder)
         self._latent_reach = transformer_reach(decoder) + PRE_CONV_REACH
         self._samples_per_frame = int(decoder.total_upsample)
-        empty = torch.zeros((0, int(decoder.config.num_quantizers)), dtype=torch.long, device=decoder.device)
-        self._frames = empty if history is None else history.to(decoder.device, torch.long)
-        self._history = int(self._frames.shape[0])
+        self._quantizers = int(decoder.config.num_quantizers)
+        self._source = history
+        """The history until the first window moves it to the device (on the stream that builds windows)."""
+        self._frames: Any = None
+        self._history = 0 if history is None else int(history.shape[0])
         self._emitted = self._history
 
     @property
@@ -117,9 +119,27 @@ class StreamDecoder:
         return decode_windows(self._decoder, [window])[0]
 
     def window(self, frames: Any) -> DecodeWindow | None:
-        """Append ``frames`` and return what decoding them takes (None for no frames); see ``decode_windows``."""
+        """Append ``frames`` and return what decoding them takes (None for no frames); see ``decode_windows``.
+
+        ``frames``: ``(n, Q)``, or a sequence of ``(Q,)`` frames (stacked here). Every tensor op of the window
+        runs on the caller's current stream: in ``DecodeBatcher``, code2wav's, after its wait for the frames.
+        """
         torch = self._torch
-        new = frames.to(self._frames.device, torch.long).reshape(-1, self._frames.shape[1])
+        if isinstance(frames, (list, tuple)):
+            if not frames:
+                return None
+            frames = torch.stack(list(frames))
+        device = self._decoder.device
+        if self._frames is None:
+            if self._source is None:
+                self._frames = torch.zeros((0, self._quantizers), dtype=torch.long, device=device)
+            else:
+                source = self._source
+                if source.is_cuda:
+                    source.record_stream(torch.cuda.current_stream(source.device))  # read here, maybe made elsewhere
+                self._frames = source.to(device, torch.long)
+            self._source = None
+        new = frames.to(device, torch.long).reshape(-1, self._quantizers)
         if new.shape[0] == 0:
             return None
         self._frames = torch.cat([self._frames, new.clamp(min=0)], dim=0)
@@ -132,6 +152,19 @@ class StreamDecoder:
             wave_from - latent_from,
             (start - wave_from) * self._samples_per_frame,
         )
+
+
+def largest_window(decoder: Any, frames: int) -> DecodeWindow:
+    """A window as long as any chunk of ``frames`` new frames can need (full history in both parts), of zeros:
+    what one window costs code2wav at most (``DecodeBatcher.measure_window_bytes``)."""
+    import torch
+
+    latent = transformer_reach(decoder) + PRE_CONV_REACH
+    conv = conv_reach(decoder)
+    codes = torch.zeros(
+        (int(decoder.config.num_quantizers), latent + conv + frames), dtype=torch.long, device=decoder.device
+    )
+    return DecodeWindow(codes, latent, conv * int(decoder.total_upsample))
 
 
 def decode_windows(decoder: Any, windows: list[DecodeWindow]) -> list[Float32Array]:

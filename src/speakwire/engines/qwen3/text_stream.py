@@ -22,12 +22,12 @@ import queue
 import re
 import threading
 from collections.abc import Generator, Iterator
-from typing import Any, Protocol
+from typing import Protocol
 
 from speakwire.audio.chunk import AudioChunk
 from speakwire.engines.base import EngineInfo, SynthesisRequest
 from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
-from speakwire.engines.qwen3.generation_loop import Row, RowEnd
+from speakwire.engines.qwen3.generation_loop import Frame, Row, RowEnd
 from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 from speakwire.errors import EngineError
 
@@ -204,12 +204,10 @@ class Qwen3TextStream:
         engine, request = self._engine, self._request
         row = piece.row
         assert row is not None
-        import torch  # the [qwen] extra; this module is only loaded with it
-
         decoder = engine.open_decoder(request)
         sizes = itertools.chain(engine.stream_schedule, itertools.repeat(engine.stream_schedule[-1]))
         want = next(sizes)
-        pending: list[Any] = []
+        pending: list[Frame] = []
         text_read = piece.start
         next_opened = False
         end: RowEnd | None = None
@@ -226,14 +224,15 @@ class Qwen3TextStream:
                     if end.reason == "cancelled":
                         return end
                 else:
-                    pending.append(event.codes)
+                    pending.append(event)
                     text_read = piece.start + event.text_read
                     if not next_opened and piece.closed and event.text_read >= len(piece.text.rstrip()):
                         next_opened = True  # only its last words are left to speak
                         self._open_next(piece)
                 while pending and (len(pending) >= want or end is not None):
                     take, pending = pending[:want], pending[want:]
-                    audio = engine.decoding.decode(decoder, torch.stack(take))
+                    # Stacked and windowed on code2wav's stream, after the newest frame's event (CUDA).
+                    audio = engine.decoding.decode(decoder, [f.codes for f in take], take[-1].ready)
                     yield AudioChunk(audio, engine.info.sample_rate), text_read
                     want = next(sizes)
         finally:
