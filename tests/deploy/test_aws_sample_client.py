@@ -2,10 +2,9 @@
 
 ``../shared/reference/clients/aws-sample/sagemaker_bidi_tts.py`` (aws-samples, commit e774e64c) is
 imported from its path as it is. Only its SageMaker client is replaced: ``make_bidi_client`` returns
-``LoopbackSageMaker``, which does what SageMaker does for a bidirectional stream — open a WebSocket to
-the container at the request's ``model_invocation_path``, relay each ``RequestPayloadPart`` as one
-frame (UTF8 → text, otherwise binary) and each frame back as a ``ResponseStreamEventPayloadPart``, and
-report the container's Close frame as a ``ModelStreamError`` event — using the SDK's own model classes.
+the loopback relay of ``tests/support/sagemaker_loopback.py``, which does what SageMaker does for a
+bidirectional stream, with the container's Close frame reported as a ``ModelStreamError`` event
+(``close_as="event"``, the form the sample checks for).
 Everything else (``send_json``, ``stream_pcm_events``, ``collect_pcm``) is the sample's code: its
 defaults (voice "Vivian", language "English", pcm, stream_audio), its handling of binary frames, and
 its rule that any ``error`` event is fatal. The duration check runs on a second server whose Piper is
@@ -30,6 +29,7 @@ import pytest
 from speakwire.engines.base import SynthesisRequest
 from speakwire.engines.piper import PiperEngine
 from support.live_server import LiveServer, start_server
+from support.sagemaker_loopback import LoopbackSageMaker
 
 SAMPLE = (Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "clients" / "aws-sample"
           / "sagemaker_bidi_tts.py")  # fmt: skip
@@ -41,78 +41,6 @@ pytestmark = [
     pytest.mark.skipif(sys.version_info < (3, 12), reason="aws-sdk-sagemaker-runtime-http2 needs Python 3.12"),
     pytest.mark.skipif(not SAMPLE.exists(), reason="../shared/reference/clients is not checked out"),
 ]
-
-
-class _RelayInput:
-    """The stream's ``input_stream``: each request payload part becomes one WebSocket frame to the container."""
-
-    def __init__(self, ws: Any) -> None:
-        self.ws = ws
-        self.sent: list[Any] = []
-
-    async def send(self, event: Any) -> None:
-        part = event.value
-        self.sent.append(part)
-        await self.ws.send(part.bytes_.decode("utf-8") if part.data_type == "UTF8" else part.bytes_)
-
-    async def close(self) -> None:
-        await self.ws.close()
-
-
-class _RelayReceiver:
-    """The receiver ``await_output`` returns: each container frame becomes one response payload part."""
-
-    def __init__(self, ws: Any) -> None:
-        self.ws = ws
-
-    async def receive(self) -> Any:
-        from aws_sdk_sagemaker_runtime_http2 import models
-        from websockets.exceptions import ConnectionClosed
-
-        try:
-            frame = await self.ws.recv()
-        except ConnectionClosed as exc:
-            code = exc.rcvd.code if exc.rcvd else 1006
-            error = models.ModelStreamError(message=f"container closed the stream ({code})", error_code=str(code))
-            return models.ResponseStreamEventModelStreamError(value=error)
-        data, kind = (frame.encode("utf-8"), "UTF8") if isinstance(frame, str) else (frame, "BINARY")
-        part = models.ResponsePayloadPart(bytes_=data, data_type=kind, completion_state="COMPLETE")
-        return models.ResponseStreamEventPayloadPart(value=part)
-
-    async def close(self) -> None:
-        await self.ws.close()
-
-
-class _RelayStream:
-    """What ``invoke_endpoint_with_bidirectional_stream`` returns: ``input_stream`` and ``await_output()``."""
-
-    def __init__(self, ws: Any) -> None:
-        self.ws = ws
-        self.input_stream = _RelayInput(ws)
-        self.receiver = _RelayReceiver(ws)
-
-    async def await_output(self) -> tuple[Any, _RelayReceiver]:
-        from aws_sdk_sagemaker_runtime_http2.models import InvokeEndpointWithBidirectionalStreamOutput
-
-        return InvokeEndpointWithBidirectionalStreamOutput(invoked_production_variant="AllTraffic"), self.receiver
-
-
-class LoopbackSageMaker:
-    """A stand-in for ``SageMakerRuntimeHTTP2Client`` whose endpoint is a speakwire on loopback."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.requests: list[Any] = []
-        self.streams: list[_RelayStream] = []
-
-    async def invoke_endpoint_with_bidirectional_stream(self, input: Any) -> _RelayStream:
-        from websockets.asyncio.client import connect
-
-        self.requests.append(input)
-        path = input.model_invocation_path.lstrip("/")
-        stream = _RelayStream(await connect(f"ws://127.0.0.1:{self.port}/{path}", max_size=None))
-        self.streams.append(stream)
-        return stream
 
 
 def load_sample() -> ModuleType:
@@ -159,7 +87,7 @@ def noise_free_server(piper_engine: PiperEngine) -> Iterator[LiveServer]:
 
 def replace_sagemaker(sample: ModuleType, server: LiveServer, monkeypatch: pytest.MonkeyPatch) -> LoopbackSageMaker:
     """Replace only the sample's ``make_bidi_client``, with SageMaker in front of ``server``."""
-    client = LoopbackSageMaker(server.settings.port)
+    client = LoopbackSageMaker(server.settings.port, close_as="event")
 
     def make_bidi_client(region: str) -> LoopbackSageMaker:
         assert region == "us-east-1"  # the sample's default

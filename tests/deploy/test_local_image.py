@@ -124,12 +124,14 @@ async def test_the_bidirectional_stream_speaks_on_both_paths(image: RunningImage
 async def test_the_aws_samples_client_speaks_through_the_relay(
     image: RunningImage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_aws_sample_client import ENDPOINT, SAMPLE, TEXT, LoopbackSageMaker, load_sample
+    from test_aws_sample_client import ENDPOINT, SAMPLE, TEXT, load_sample
+
+    from support.sagemaker_loopback import LoopbackSageMaker
 
     if not SAMPLE.exists():
         pytest.skip("../shared/reference/clients is not checked out")
     sample = load_sample()
-    relay = LoopbackSageMaker(image.port)
+    relay = LoopbackSageMaker(image.port, close_as="event")
     monkeypatch.setattr(sample, "make_bidi_client", lambda region: relay)
     result = await sample.collect_pcm(ENDPOINT, TEXT)  # raises on any `error` event
     assert result["saw_start"] and result["saw_done"] and result["sample_rate"] == 24000

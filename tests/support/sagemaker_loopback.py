@@ -4,16 +4,21 @@ It does what SageMaker's sidecar does with ``InvokeEndpointWithBidirectionalStre
 container at the request's ``model_invocation_path`` with its ``model_query_string`` (the container's default
 path, ``invocations-bidirectional-stream``, when there is none), relay each ``RequestPayloadPart`` as one frame
 (UTF8 → text, otherwise binary) and each container frame back as one ``ResponseStreamEventPayloadPart``
-(COMPLETE), and report the container's Close frame by *raising* ``ModelStreamError`` from the receiver, as the SDK
-does. The SDK's own model classes are used throughout, so a client written for the SDK runs unchanged with only
-its client object replaced. Python ≥ 3.12 (aws-sdk-sagemaker-runtime-http2).
+(COMPLETE; with ``split_at``, a larger frame as PARTIAL parts closed by a COMPLETE one, as SageMaker may), and
+report the container's Close frame as ``ModelStreamError``: *raised* from the receiver, as the SDK does
+(``close_as="raise"``), or returned as a ``ResponseStreamEventModelStreamError`` event, the form the AWS sample's
+client checks for (``close_as="event"``). The SDK's own model classes are used throughout, so a client written for
+the SDK runs unchanged with only its client object replaced. Python ≥ 3.12 (aws-sdk-sagemaker-runtime-http2).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 DEFAULT_PATH = "invocations-bidirectional-stream"
+
+CloseReport = Literal["raise", "event"]
+"""How the receiver reports the container's Close frame: raise ``ModelStreamError``, or return it as an event."""
 
 
 def container_url(port: int, path: str | None, query: str | None) -> str:
@@ -39,26 +44,38 @@ class RelayInput:
 
 
 class RelayReceiver:
-    """The receiver ``await_output`` returns: each container frame becomes one response payload part."""
+    """The receiver ``await_output`` returns: each container frame becomes response payload parts."""
 
-    def __init__(self, ws: Any) -> None:
+    def __init__(self, ws: Any, *, close_as: CloseReport = "raise", split_at: int | None = None) -> None:
         self.ws = ws
+        self.close_as = close_as
+        self.split_at = split_at
         self.received: list[Any] = []
+        self._pending: list[Any] = []
 
     async def receive(self) -> Any:
         from aws_sdk_sagemaker_runtime_http2 import models
         from websockets.exceptions import ConnectionClosed
 
+        if self._pending:
+            return self._pending.pop(0)
         try:
             frame = await self.ws.recv()
         except ConnectionClosed as exc:
             code = exc.rcvd.code if exc.rcvd else 1006
-            message = f"container closed the stream ({code})"
-            raise models.ModelStreamError(message=message, error_code=str(code)) from exc
-        data, kind = (frame.encode("utf-8"), "UTF8") if isinstance(frame, str) else (frame, "BINARY")
+            error = models.ModelStreamError(message=f"container closed the stream ({code})", error_code=str(code))
+            if self.close_as == "event":
+                return models.ResponseStreamEventModelStreamError(value=error)
+            raise error from exc
         self.received.append(frame)
-        part = models.ResponsePayloadPart(bytes_=data, data_type=kind, completion_state="COMPLETE")
-        return models.ResponseStreamEventPayloadPart(value=part)
+        data, kind = (frame.encode("utf-8"), "UTF8") if isinstance(frame, str) else (frame, "BINARY")
+        size = self.split_at or max(len(data), 1)
+        pieces = [data[i : i + size] for i in range(0, len(data), size)] or [b""]
+        for n, piece in enumerate(pieces):
+            state = "COMPLETE" if n == len(pieces) - 1 else "PARTIAL"
+            part = models.ResponsePayloadPart(bytes_=piece, data_type=kind, completion_state=state)
+            self._pending.append(models.ResponseStreamEventPayloadPart(value=part))
+        return self._pending.pop(0)
 
     async def close(self) -> None:
         await self.ws.close()
@@ -67,11 +84,11 @@ class RelayReceiver:
 class RelayStream:
     """What ``invoke_endpoint_with_bidirectional_stream`` returns: ``input_stream`` and ``await_output()``."""
 
-    def __init__(self, ws: Any, url: str) -> None:
+    def __init__(self, ws: Any, url: str, *, close_as: CloseReport = "raise", split_at: int | None = None) -> None:
         self.ws = ws
         self.url = url
         self.input_stream = RelayInput(ws)
-        self.receiver = RelayReceiver(ws)
+        self.receiver = RelayReceiver(ws, close_as=close_as, split_at=split_at)
 
     async def await_output(self) -> tuple[Any, RelayReceiver]:
         from aws_sdk_sagemaker_runtime_http2.models import InvokeEndpointWithBidirectionalStreamOutput
@@ -79,19 +96,34 @@ class RelayStream:
         return InvokeEndpointWithBidirectionalStreamOutput(invoked_production_variant="AllTraffic"), self.receiver
 
 
+async def open_relay(
+    port: int,
+    path: str | None = None,
+    query: str | None = None,
+    *,
+    close_as: CloseReport = "raise",
+    split_at: int | None = None,
+) -> RelayStream:
+    """One bidirectional stream to the container on loopback ``port``, as the sidecar opens it."""
+    from websockets.asyncio.client import connect
+
+    url = container_url(port, path, query)
+    return RelayStream(await connect(url, max_size=None), url, close_as=close_as, split_at=split_at)
+
+
 class LoopbackSageMaker:
     """A stand-in for ``SageMakerRuntimeHTTP2Client`` whose endpoint is a container on loopback ``port``."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, *, close_as: CloseReport = "raise", split_at: int | None = None) -> None:
         self.port = port
+        self.close_as = close_as
+        self.split_at = split_at
         self.requests: list[Any] = []
         self.streams: list[RelayStream] = []
 
     async def invoke_endpoint_with_bidirectional_stream(self, input: Any) -> RelayStream:
-        from websockets.asyncio.client import connect
-
         self.requests.append(input)
-        url = container_url(self.port, input.model_invocation_path, input.model_query_string)
-        stream = RelayStream(await connect(url, max_size=None), url)
+        stream = await open_relay(self.port, input.model_invocation_path, input.model_query_string,
+                                  close_as=self.close_as, split_at=self.split_at)  # fmt: skip
         self.streams.append(stream)
         return stream
