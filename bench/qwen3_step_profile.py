@@ -19,13 +19,19 @@ the loop's own thread:
 * **burst16_prefill_forwards**: talker forwards the loop makes for prompts when 16 rows arrive in the same
   turn, until every one has its first frame.
 
+``--breakdown`` also prints (to stderr) the static step's counted ops by op name and by where they come
+from: the talker's layers, the code predictor's layers, sampling, or the glue around them (read off the
+Python stack of each op).
+
     python bench/qwen3_step_profile.py --arch 0.6B --rows 16 --json
     python bench/qwen3_step_profile.py --arch 0.6B --rows 1,16,64 --out bench/results/qwen3-step-profile
+    python bench/qwen3_step_profile.py --arch 0.6B --rows 16 --timed-steps 1 --breakdown
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import logging
 import platform
@@ -47,6 +53,28 @@ VIEWS = frozenset({
     "view", "_unsafe_view", "reshape", "_reshape_alias", "slice", "select", "transpose", "t", "expand", "squeeze",
     "unsqueeze", "permute", "as_strided", "alias", "detach", "split", "split_with_sizes", "unbind", "narrow",
 })  # fmt: skip
+STAGES = {"_decode": "talker", "_predict": "predictor", "_sample_talker": "sampling", "_pick": "sampling"}
+"""Functions of the static step (and of ``sampling``) that name where an op comes from, innermost wins."""
+
+
+def op_origin() -> str:
+    """``stage/part`` of the op being dispatched: the innermost ``STAGES`` function on the stack (else glue),
+    and the innermost speakwire function or torch module class below it (the part of the layer)."""
+    part = stage = None
+    frame = inspect.currentframe()
+    while frame is not None:
+        code = frame.f_code
+        path = code.co_filename
+        if part is None:
+            if "/speakwire/" in path:
+                part = code.co_name
+            elif code.co_name == "forward" and "self" in frame.f_locals and "/torch/" not in path:
+                part = type(frame.f_locals["self"]).__name__
+        if "/speakwire/" in path and code.co_name in STAGES:
+            stage = STAGES[code.co_name]
+            break
+        frame = frame.f_back
+    return f"{stage or 'glue'}/{part or '?'}"
 
 
 class StepCounter:
@@ -68,6 +96,8 @@ class StepCounter:
         self._mode: Any = None
         self._thread: int | None = None
         self.ops: Counter[str] = Counter()
+        self.origins: Counter[str] | None = None
+        """``stage/part op`` counts when set (``--breakdown``)."""
         self.h2d = 0
         self.d2h = 0
         self._patches: list[tuple[Any, str, Any]] = []
@@ -114,9 +144,13 @@ class StepCounter:
                 self.d2h += 1
         if name not in VIEWS:
             self.ops[name] += 1
+            if self.origins is not None:
+                self.origins[f"{op_origin()} {name}"] += 1
 
     def start(self) -> None:
         self.ops.clear()
+        if self.origins is not None:
+            self.origins = Counter()
         self.h2d = self.d2h = 0
         self._thread = threading.get_ident()
         self._mode = self._mode_type()
@@ -139,6 +173,8 @@ class LoopProbe:
         self._rows = 0
         self._done = threading.Event()
         self.result: Any = None
+        self.breakdown: tuple[Counter[str], Counter[str]] = (Counter(), Counter())
+        """The last counted step's ops by name, and by ``stage/part op`` (``--breakdown``)."""
         self.prompt_forwards = 0
         self._in_prompts = False
         loop = self.loop
@@ -165,6 +201,7 @@ class LoopProbe:
                 if want == "count":
                     self.result = (sum(self.counter.ops.values()), self.counter.h2d, self.counter.d2h,
                                    dict(self.counter.ops.most_common(12)))  # fmt: skip
+                    self.breakdown = (Counter(self.counter.ops), Counter(self.counter.origins or {}))
                 else:
                     self.result = seconds
                 self._done.set()
@@ -260,6 +297,7 @@ def profile_rows(engine: Any, probe: LoopProbe, n: int, timed_steps: int) -> dic
         set_static(engine, True)
         probe.next_step("time", n)
         ops_static, h2d, d2h, top_static = probe.next_step("count", n)
+        by_name, by_origin = probe.breakdown
         host_ms = 1000 * sum(probe.next_step("time", n) for _ in range(timed_steps)) / timed_steps
     finally:
         end_rows(engine, rows)
@@ -274,8 +312,21 @@ def profile_rows(engine: Any, probe: LoopProbe, n: int, timed_steps: int) -> dic
             "d2h_eager": d2h_eager,
             "top_ops_eager": top_eager,
             "top_ops_static": top_static,
+            **({"breakdown_static": breakdown(by_name, by_origin)} if by_origin else {}),
         },
     }
+
+
+def breakdown(by_name: Counter[str], by_origin: Counter[str]) -> dict[str, Any]:
+    """The static step's ops by name, by stage (talker, predictor, sampling, glue) and by stage/part/op."""
+    stages: Counter[str] = Counter()
+    parts: Counter[str] = Counter()
+    for key, n in by_origin.items():
+        where, _ = key.split(" ")
+        stages[where.split("/")[0]] += n
+        parts[where] += n
+    return {"by_op": dict(by_name.most_common()), "by_stage": dict(stages.most_common()),
+            "by_part": dict(parts.most_common()), "by_part_op": dict(by_origin.most_common())}  # fmt: skip
 
 
 def burst16(engine: Any, probe: LoopProbe) -> int:
@@ -299,6 +350,8 @@ def main() -> None:
     parser.add_argument("--checkpoints", type=Path, default=Path("/tmp/speakwire-qwen3-arch"),
                         help="where the random checkpoints are built (reused when present)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object per arch x rows, nothing else")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also print the static step's ops by name and by origin (stderr)")  # fmt: skip
     parser.add_argument("--out", type=Path, help="also write results.json and results.md here")
     parser.add_argument("--label", default="", help="a note for results.md (e.g. the commit)")
     args = parser.parse_args()
@@ -328,6 +381,8 @@ def main() -> None:
                              f"{slots} are needed: lower --max-len")  # fmt: skip
         engine.loop.max_lead_s = 0.0  # every ready row steps: the batch is exactly N
         probe = LoopProbe(engine)
+        if args.breakdown:
+            probe.counter.origins = Counter()
         probe.counter.install()
         try:
             with steer_eos(engine, after=None):
@@ -337,6 +392,8 @@ def main() -> None:
                               "burst16_prefill_forwards": burst}  # fmt: skip
                     detail = record.pop("_detail")
                     results.append({**record, "detail": detail})
+                    if "breakdown_static" in detail:
+                        print(json.dumps(detail["breakdown_static"], indent=1), file=sys.stderr, flush=True)
                     if args.json:
                         print(json.dumps(record), flush=True)
                     else:
