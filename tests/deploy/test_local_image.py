@@ -30,6 +30,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from support.live_server import free_port
+from support.speech_stream import speak_once
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_LOCAL = REPO / "deploy" / "sagemaker" / "run-local.sh"
@@ -107,17 +108,10 @@ def test_an_unknown_route_is_a_clear_404(image: RunningImage) -> None:
 @pytest.mark.parametrize("path", ["invocations-bidirectional-stream", "v1/audio/speech/stream"])
 async def test_the_bidirectional_stream_speaks_on_both_paths(image: RunningImage, path: str) -> None:
     async with connect(f"ws://127.0.0.1:{image.port}/{path}") as ws:
-        await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
-        await ws.send(json.dumps({"type": "input.text", "text": "Streaming from the image."}))
-        await ws.send(json.dumps({"type": "input.done"}))
-        pcm, kinds = 0, []
-        while "session.done" not in kinds:
-            message = await ws.recv()
-            if isinstance(message, bytes):
-                pcm += len(message)
-            else:
-                kinds.append(json.loads(message)["type"])
-    assert kinds.index("audio.start") < kinds.index("audio.done") < kinds.index("session.done") and pcm > 2000
+        speech = await speak_once(ws, "Streaming from the image.")
+    kinds = speech.kinds
+    assert kinds.index("audio.start") < kinds.index("audio.done") < kinds.index("session.done")
+    assert speech.pcm_bytes > 2000
 
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="aws-sdk-sagemaker-runtime-http2 needs Python 3.12")

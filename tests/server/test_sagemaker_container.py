@@ -21,6 +21,7 @@ from speakwire.server.sagemaker.config import resolve_sagemaker_settings
 from speakwire.server.sagemaker.routing import route_from_attributes
 from speakwire.settings import Settings
 from support.live_server import LiveServer, free_port, start_server
+from support.speech_stream import speak_once
 
 ATTRS = "X-Amzn-SageMaker-Custom-Attributes"
 
@@ -96,19 +97,10 @@ def test_a_body_near_the_sagemaker_limit_is_read(server: LiveServer) -> None:
 async def test_both_bidirectional_paths_stream_speech(server: LiveServer, path: str) -> None:
     url = f"ws://127.0.0.1:{server.settings.port}{path}?foo=bar"
     async with connect(url) as ws:
-        await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
-        await ws.send(json.dumps({"type": "input.text", "text": "Bidirectional streaming on SageMaker."}))
-        await ws.send(json.dumps({"type": "input.done"}))
-        pcm, kinds = 0, []
-        while "session.done" not in kinds:
-            message = await ws.recv()
-            if isinstance(message, bytes):
-                pcm += len(message)
-            else:
-                kinds.append(json.loads(message)["type"])
+        speech = await speak_once(ws, "Bidirectional streaming on SageMaker.")
         pong = await ws.ping()
         await pong
-    assert "audio.start" in kinds and "audio.done" in kinds and pcm > 2000
+    assert "audio.start" in speech.kinds and "audio.done" in speech.kinds and speech.pcm_bytes > 2000
 
 
 def test_api_key_does_not_block_iam_authenticated_invocations(piper_engine: PiperEngine) -> None:
