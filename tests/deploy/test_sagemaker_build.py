@@ -110,39 +110,47 @@ def queue_image_found(aws: Stubs) -> None:
     )
 
 
-def queue_until_build_started(aws: Stubs, *, repository_exists: bool = False, bucket_exists: bool = False) -> None:
+BUILD_CALLS = ("describe_images", "create_repository", "head_bucket", "put_object", "create_project", "start_build")
+"""build_image()'s calls after the caller's identity, in order, up to the started build."""
+HEAD_BUCKET = {"Bucket": BUCKET, "ExpectedBucketOwner": ACCOUNT}
+
+
+def refuse(stub: Stubber, call: str, code: str, params: Any, *, message: str = "no", status: int = 400) -> None:
+    """Queue ``call`` answered with the service error ``code``, expecting ``params``."""
+    stub.add_client_error(call, service_error_code=code, service_message=message, http_status_code=status,
+                          expected_params=params)  # fmt: skip
+
+
+def queue_build_calls(
+    aws: Stubs, *, through: str = "start_build", repository_exists: bool = False, bucket_exists: bool = False
+) -> None:
+    """Queue the caller's identity, then each call of ``BUILD_CALLS`` up to and including ``through``.
+
+    The image is missing from ECR; the repository and the bucket are created unless they exist already.
+    A test that makes a later call fail queues the calls before it here, then that one itself.
+    """
     queue_identity(aws)
-    aws.ecr.add_client_error(
-        "describe_images",
-        service_error_code="ImageNotFoundException" if repository_exists else "RepositoryNotFoundException",
-        service_message="not found",
-        expected_params=describe_images_request(PLAN),
-    )
-    if repository_exists:
-        aws.ecr.add_client_error(
-            "create_repository",
-            service_error_code="RepositoryAlreadyExistsException",
-            service_message="exists",
-            expected_params=create_repository_request(PLAN),
-        )
-    else:
-        aws.ecr.add_response(
-            "create_repository", {"repository": {"repositoryName": "speakwire"}}, create_repository_request(PLAN)
-        )
-    if bucket_exists:
-        aws.s3.add_response("head_bucket", {}, {"Bucket": BUCKET, "ExpectedBucketOwner": ACCOUNT})
-    else:
-        aws.s3.add_client_error(
-            "head_bucket",
-            service_error_code="404",
-            service_message="Not Found",
-            http_status_code=404,
-            expected_params={"Bucket": BUCKET, "ExpectedBucketOwner": ACCOUNT},
-        )
-        aws.s3.add_response("create_bucket", {"Location": f"/{BUCKET}"}, create_bucket_request(BUCKET, REGION))
-    aws.s3.add_response("put_object", {"ETag": '"e"'}, put_context_request(PLAN, CONTEXT.zip_bytes()))
-    aws.codebuild.add_response("create_project", {"project": {"name": PROJECT}}, create_project_request(PLAN))
-    aws.codebuild.add_response("start_build", {"build": {"id": BUILD_ID}}, {"projectName": PROJECT})
+    for call in BUILD_CALLS[: BUILD_CALLS.index(through) + 1]:
+        match call:
+            case "describe_images":
+                missing = "ImageNotFoundException" if repository_exists else "RepositoryNotFoundException"
+                refuse(aws.ecr, call, missing, describe_images_request(PLAN))
+            case "create_repository" if repository_exists:
+                refuse(aws.ecr, call, "RepositoryAlreadyExistsException", create_repository_request(PLAN))
+            case "create_repository":
+                created = {"repository": {"repositoryName": "speakwire"}}
+                aws.ecr.add_response(call, created, create_repository_request(PLAN))
+            case "head_bucket" if bucket_exists:
+                aws.s3.add_response(call, {}, HEAD_BUCKET)
+            case "head_bucket":
+                refuse(aws.s3, call, "404", HEAD_BUCKET, message="Not Found", status=404)
+                aws.s3.add_response("create_bucket", {"Location": f"/{BUCKET}"}, create_bucket_request(BUCKET, REGION))
+            case "put_object":
+                aws.s3.add_response(call, {"ETag": '"e"'}, put_context_request(PLAN, CONTEXT.zip_bytes()))
+            case "create_project":
+                aws.codebuild.add_response(call, {"project": {"name": PROJECT}}, create_project_request(PLAN))
+            case "start_build":
+                aws.codebuild.add_response(call, {"build": {"id": BUILD_ID}}, {"projectName": PROJECT})
 
 
 def build_state(
@@ -204,7 +212,7 @@ def test_an_image_already_in_ecr_under_the_context_tag_is_not_built_again(aws: S
 def test_a_build_creates_repository_and_bucket_streams_phases_and_logs_prints_the_digest_and_cleans_up(
     aws: Stubs,
 ) -> None:
-    queue_until_build_started(aws)
+    queue_build_calls(aws)
     queue_poll(aws, build_state("PROVISIONING", done=(("SUBMITTED", "SUCCEEDED"), ("QUEUED", "SUCCEEDED"))))
     queue_poll(aws, build_state("BUILD", done=(("PROVISIONING", "SUCCEEDED"),), logs=LOGS))
     queue_log_page(aws, None, ["Step 1/12 : FROM python:3.11-slim\n", "Step 2/12 : WORKDIR /src\n"], "f/2")
@@ -264,7 +272,7 @@ def test_a_build_creates_repository_and_bucket_streams_phases_and_logs_prints_th
 
 
 def test_a_failed_build_deletes_project_and_context_and_says_which_phase_failed(aws: Stubs) -> None:
-    queue_until_build_started(aws, repository_exists=True, bucket_exists=True)
+    queue_build_calls(aws, repository_exists=True, bucket_exists=True)
     failed = build_state("COMPLETED", status="FAILED", done=(("PROVISIONING", "SUCCEEDED"),))
     failed["builds"][0]["phases"].append(
         {
@@ -291,25 +299,10 @@ def test_a_failed_build_deletes_project_and_context_and_says_which_phase_failed(
 
 
 def test_a_refused_create_project_names_the_missing_permission_and_still_deletes_the_context(aws: Stubs) -> None:
-    queue_identity(aws)
-    aws.ecr.add_client_error(
-        "describe_images", service_error_code="ImageNotFoundException", service_message="no",
-        expected_params=describe_images_request(PLAN),
-    )  # fmt: skip
-    aws.ecr.add_client_error(
-        "create_repository", service_error_code="RepositoryAlreadyExistsException", service_message="exists",
-        expected_params=create_repository_request(PLAN),
-    )  # fmt: skip
-    aws.s3.add_response("head_bucket", {}, {"Bucket": BUCKET, "ExpectedBucketOwner": ACCOUNT})
-    aws.s3.add_response("put_object", {}, put_context_request(PLAN, CONTEXT.zip_bytes()))
-    aws.codebuild.add_client_error(
-        "create_project",
-        service_error_code="AccessDeniedException",
-        service_message=f"User: arn:aws:iam::{ACCOUNT}:user/dev is not authorized to perform: iam:PassRole "
-        f"on resource: {CODEBUILD_ROLE}",
-        http_status_code=400,
-        expected_params=create_project_request(PLAN),
-    )
+    queue_build_calls(aws, through="put_object", repository_exists=True, bucket_exists=True)
+    denied = (f"User: arn:aws:iam::{ACCOUNT}:user/dev is not authorized to perform: iam:PassRole "
+              f"on resource: {CODEBUILD_ROLE}")  # fmt: skip
+    refuse(aws.codebuild, "create_project", "AccessDeniedException", create_project_request(PLAN), message=denied)
     queue_cleanup(aws, project=False)
     lines: list[str] = []
 
@@ -320,26 +313,16 @@ def test_a_refused_create_project_names_the_missing_permission_and_still_deletes
 
 
 def test_an_s3_access_denied_without_an_action_in_its_message_is_named_from_the_operation(aws: Stubs) -> None:
-    queue_identity(aws)
-    aws.ecr.add_client_error(
-        "describe_images", service_error_code="ImageNotFoundException", service_message="no",
-        expected_params=describe_images_request(PLAN),
-    )  # fmt: skip
-    aws.ecr.add_response(
-        "create_repository", {"repository": {"repositoryName": "speakwire"}}, create_repository_request(PLAN)
-    )
-    aws.s3.add_response("head_bucket", {}, {"Bucket": BUCKET, "ExpectedBucketOwner": ACCOUNT})
-    aws.s3.add_client_error(
-        "put_object", service_error_code="AccessDenied", service_message="Access Denied", http_status_code=403,
-        expected_params=put_context_request(PLAN, CONTEXT.zip_bytes()),
-    )  # fmt: skip
+    queue_build_calls(aws, through="head_bucket", bucket_exists=True)
+    refuse(aws.s3, "put_object", "AccessDenied", put_context_request(PLAN, CONTEXT.zip_bytes()),
+           message="Access Denied", status=403)  # fmt: skip
 
     with pytest.raises(BuildError, match=r"put_object: access denied: the caller needs s3:PutObject"):
         run(aws, [])
 
 
 def test_ctrl_c_while_the_build_runs_stops_it_and_deletes_project_and_context(aws: Stubs) -> None:
-    queue_until_build_started(aws, repository_exists=True, bucket_exists=True)
+    queue_build_calls(aws, repository_exists=True, bucket_exists=True)
     queue_poll(aws, build_state("PROVISIONING"))
     queue_cleanup(aws, stop=True)
     lines: list[str] = []
@@ -358,11 +341,7 @@ def test_ctrl_c_while_the_build_runs_stops_it_and_deletes_project_and_context(aw
 
 
 def test_without_a_codebuild_role_a_missing_image_fails_before_anything_is_created(aws: Stubs) -> None:
-    queue_identity(aws)
-    aws.ecr.add_client_error(
-        "describe_images", service_error_code="ImageNotFoundException", service_message="no",
-        expected_params=describe_images_request(PLAN),
-    )  # fmt: skip
+    queue_build_calls(aws, through="describe_images", repository_exists=True)
 
     with pytest.raises(BuildError, match="SPEAKWIRE_CODEBUILD_ROLE_ARN"):
         run(aws, [], BuildRequest(region=REGION, repository="speakwire"))
@@ -389,23 +368,9 @@ def test_the_buildspec_logs_in_builds_for_amd64_with_the_variant_dockerfile_and_
 
 
 def test_a_role_codebuild_cannot_assume_is_explained_as_a_trust_policy_problem(aws: Stubs) -> None:
-    queue_identity(aws)
-    aws.ecr.add_client_error(
-        "describe_images", service_error_code="ImageNotFoundException", service_message="no",
-        expected_params=describe_images_request(PLAN),
-    )  # fmt: skip
-    aws.ecr.add_client_error(
-        "create_repository", service_error_code="RepositoryAlreadyExistsException", service_message="exists",
-        expected_params=create_repository_request(PLAN),
-    )  # fmt: skip
-    aws.s3.add_response("head_bucket", {}, {"Bucket": BUCKET, "ExpectedBucketOwner": ACCOUNT})
-    aws.s3.add_response("put_object", {}, put_context_request(PLAN, CONTEXT.zip_bytes()))
-    aws.codebuild.add_client_error(
-        "create_project",
-        service_error_code="InvalidInputException",
-        service_message=f"CodeBuild is not authorized to perform: sts:AssumeRole on {CODEBUILD_ROLE}",
-        expected_params=create_project_request(PLAN),
-    )
+    queue_build_calls(aws, through="put_object", repository_exists=True, bucket_exists=True)
+    untrusted = f"CodeBuild is not authorized to perform: sts:AssumeRole on {CODEBUILD_ROLE}"
+    refuse(aws.codebuild, "create_project", "InvalidInputException", create_project_request(PLAN), message=untrusted)
     queue_cleanup(aws, project=False)
 
     with pytest.raises(BuildError, match=r"trust policy must allow codebuild\.amazonaws\.com"):
@@ -413,16 +378,7 @@ def test_a_role_codebuild_cannot_assume_is_explained_as_a_trust_policy_problem(a
 
 
 def test_ctrl_c_during_the_upload_still_deletes_the_context_object(aws: Stubs, monkeypatch: pytest.MonkeyPatch) -> None:
-    queue_identity(aws)
-    aws.ecr.add_client_error(
-        "describe_images", service_error_code="ImageNotFoundException", service_message="no",
-        expected_params=describe_images_request(PLAN),
-    )  # fmt: skip
-    aws.ecr.add_client_error(
-        "create_repository", service_error_code="RepositoryAlreadyExistsException", service_message="exists",
-        expected_params=create_repository_request(PLAN),
-    )  # fmt: skip
-    aws.s3.add_response("head_bucket", {}, {"Bucket": BUCKET, "ExpectedBucketOwner": ACCOUNT})
+    queue_build_calls(aws, through="head_bucket", repository_exists=True, bucket_exists=True)
     aws.s3.add_response("delete_object", {}, delete_context_request(PLAN))
 
     def interrupt(**_: Any) -> None:
@@ -438,13 +394,10 @@ def test_ctrl_c_during_the_upload_still_deletes_the_context_object(aws: Stubs, m
 
 
 def test_a_refused_build_log_is_said_once_and_the_build_goes_on(aws: Stubs) -> None:
-    queue_until_build_started(aws, repository_exists=True, bucket_exists=True)
+    queue_build_calls(aws, repository_exists=True, bucket_exists=True)
     queue_poll(aws, build_state("BUILD", logs=LOGS))
-    aws.logs.add_client_error(
-        "get_log_events", service_error_code="AccessDeniedException", service_message="no",
-        expected_params={"logGroupName": LOGS["groupName"], "logStreamName": LOGS["streamName"],
-                         "startFromHead": True},
-    )  # fmt: skip
+    log_request = {"logGroupName": LOGS["groupName"], "logStreamName": LOGS["streamName"], "startFromHead": True}
+    refuse(aws.logs, "get_log_events", "AccessDeniedException", log_request)
     queue_poll(aws, build_state("COMPLETED", status="SUCCEEDED", done=(("BUILD", "SUCCEEDED"),), logs=LOGS))
     queue_image_found(aws)
     queue_cleanup(aws)
