@@ -233,6 +233,28 @@ def test_a_static_step_builds_no_tensor_from_host_data_and_reads_back_once(engin
     assert counts["exponential_"] == 3  # one noise draw per sampling row (one row is greedy)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_the_static_steps_rms_norm_is_the_packages_bit_for_bit(engine: Any, dtype: str) -> None:
+    """``package_rms_norm`` (one ``rms_norm`` op; the weight a second op below float32) against the package's
+    ``Qwen3TTSRMSNorm`` forward, for the shapes the step norms: hidden states, and q|k heads."""
+    import torch
+
+    from speakwire.engines.qwen3.static_step import package_rms_norm
+
+    norm_type = type(engine.tts_model.model.talker.model.norm)
+    generator = torch.Generator().manual_seed(3)
+    for shape in [(16, 1, 1024), (1, 2, 1024), (64, 1, 2048), (16, 1, 24, 128), (3, 1, 16, 64)]:
+        norm = norm_type(shape[-1], eps=1e-6).to(getattr(torch, dtype))
+        with torch.no_grad():
+            norm.weight.copy_(torch.randn(shape[-1], generator=generator) * 0.5 + 1)
+            x = (torch.randn(shape, generator=generator) * 4).to(norm.weight.dtype)
+            expected = norm(x)
+            with torch.inference_mode():
+                got = package_rms_norm(torch, norm, x)
+        assert got.dtype == expected.dtype
+        assert torch.equal(got, expected), shape
+
+
 def test_an_eager_attention_implementation_is_refused_at_load(engine: Any) -> None:
     from speakwire.engines.qwen3.batched_talker import check_attention
 

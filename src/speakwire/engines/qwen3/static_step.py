@@ -258,7 +258,16 @@ class StaticStep:
         self._graphs = {}
 
     def _body(self, b: int, span: int, graphable: bool) -> None:
-        """The step over slots 0..b-1; writes ``out`` and advances the state of the ``active`` slots."""
+        """The step over slots 0..b-1; writes ``out`` and advances the state of the ``active`` slots.
+
+        Under inference mode: no autograd bookkeeping (version counters, view tracking) on the host, and
+        composite ops such as ``rms_norm`` reach the dispatcher whole, where CUDA runs them as one kernel.
+        Every tensor it writes is a buffer made at load (a normal tensor: writing it here is allowed).
+        """
+        with self._torch.inference_mode():
+            self._advance(b, span, graphable)
+
+    def _advance(self, b: int, span: int, graphable: bool) -> None:
         torch, c = self._torch, self.codebooks
         active = self.active[:b]
         first = self.next_code[:b]
@@ -309,7 +318,7 @@ class StaticStep:
                 # first two positions, native GQA)
                 attention = layer.self_attn
                 residual = hidden
-                x = layer.input_layernorm(hidden)
+                x = self._norm(layer.input_layernorm, hidden)
                 q, k, v = self._qkv(attention, self._predictor_proj[i], self._predictor_qk[i], x, shape, cos, sin)
                 keys[i][:, :, position:end] = k
                 values[i][:, :, position:end] = v
@@ -320,9 +329,9 @@ class StaticStep:
                 attended = attended.transpose(1, 2).reshape(b, length, -1)
                 hidden = residual + attention.o_proj(attended)
                 residual = hidden
-                hidden = residual + self._predictor_proj[i].mlp(layer.post_attention_layernorm(hidden))
-            hidden = model.norm(hidden)
-            logits = predictor.lm_head[step](hidden)[:, -1, :].to(dtype=torch.float32)
+                hidden = residual + self._predictor_proj[i].mlp(self._norm(layer.post_attention_layernorm, hidden))
+            hidden = self._norm(model.norm, hidden)
+            logits = self._float(predictor.lm_head[step](hidden)[:, -1, :])
             position = end
             greedy = torch.argmax(logits, dim=-1)
             out[:, step + 1].copy_(self._pick(logits, greedy, noise[:, step], settings, graphable))
@@ -390,7 +399,8 @@ class StaticStep:
         ``k_norm`` and rotary, op for op, with queries and keys together (one projection for q, k and v, one
         norm and one rotation instead of two each).
 
-        The norms differ only in their weights (``weight``: both stacked per head), and ``rotate_half(x) * sin``
+        The norms differ only in their weights (``weight``: both stacked per head, applied after the norm as
+        the package applies it: ``_norm``'s reduced-precision form), and ``rotate_half(x) * sin``
         equals ``roll(x, hd/2) * signed_sin`` exactly (``signed_sin`` = the first half of ``sin`` negated).
         """
         torch = self._torch
@@ -400,13 +410,17 @@ class StaticStep:
         heads, kv_heads = merged.sizes[0] // hd, merged.sizes[1] // hd
         both = qkv[..., : (heads + kv_heads) * hd].view(b, length, heads + kv_heads, hd)
         v = qkv[..., (heads + kv_heads) * hd :].view(b, length, kv_heads, hd).transpose(1, 2)
-        dtype = both.dtype
-        both = both.to(torch.float32)
-        both = both * torch.rsqrt(both.pow(2).mean(-1, keepdim=True) + attention.q_norm.variance_epsilon)
-        both = weight * both.to(dtype)
+        both = weight * torch.nn.functional.rms_norm(both, (hd,), None, attention.q_norm.variance_epsilon)
         both = (both * cos) + (both.roll(self._half, dims=-1) * sin)
         q, k = both.split((heads, kv_heads), dim=2)
         return q.transpose(1, 2), k.transpose(1, 2), v
+
+    def _float(self, logits: Any) -> Any:
+        """Logits in float32, as ``generate`` takes them (no op when they already are)."""
+        return logits if logits.dtype == self._torch.float32 else logits.float()
+
+    def _norm(self, module: Any, x: Any) -> Any:
+        return package_rms_norm(self._torch, module, x)
 
     def _decode(self, b: int, embeds: Any, span: int) -> tuple[Any, Any]:
         """One talker position for slots 0..b-1, each at its own ``length``: (logits (b, V) float32, hidden)."""
@@ -422,7 +436,7 @@ class StaticStep:
         for i, layer in enumerate(self._model.layers):
             attention = layer.self_attn
             residual = hidden
-            x = layer.input_layernorm(hidden)
+            x = self._norm(layer.input_layernorm, hidden)
             q, k, v = self._qkv(attention, self._talker_proj[i], self._talker_qk[i], x, shape, cos, sin)
             keys, values = self._cache.keys[i, :b], self._cache.values[i, :b]
             keys.scatter_(2, where, k)
@@ -433,10 +447,25 @@ class StaticStep:
             attended = attended.transpose(1, 2).reshape(b, 1, -1)
             hidden = residual + attention.o_proj(attended)
             residual = hidden
-            hidden = residual + self._talker_proj[i].mlp(layer.post_attention_layernorm(hidden))
-        hidden = self._model.norm(hidden)
-        logits = self._talker.codec_head(hidden)[:, -1, :].to(dtype=torch.float32)
+            hidden = residual + self._talker_proj[i].mlp(self._norm(layer.post_attention_layernorm, hidden))
+        hidden = self._norm(self._model.norm, hidden)
+        logits = self._float(self._talker.codec_head(hidden)[:, -1, :])
         return logits, hidden[:, -1:, :]
+
+
+def package_rms_norm(torch: Any, module: Any, x: Any) -> Any:
+    """The package's ``Qwen3TTSRMSNorm`` (``module``) as ``rms_norm``: one fused kernel on CUDA, not six.
+
+    The package computes ``weight * (x * rsqrt(mean(x²) + eps)).to(dtype)`` in float32. ``rms_norm`` does the
+    same arithmetic in the same order (bit for bit on CPU in float32, bfloat16 and float16: the tests check);
+    only where the weight goes differs. In float32 the weight is applied inside, the same single rounding;
+    in bfloat16/float16 the package rounds before applying the weight, so the weight stays a second op.
+    """
+    functional = torch.nn.functional
+    shape, eps = module.weight.shape, module.variance_epsilon
+    if x.dtype == torch.float32:
+        return functional.rms_norm(x, shape, module.weight, eps)
+    return module.weight * functional.rms_norm(x, shape, None, eps)
 
 
 def _stacked_norm_weight(torch: Any, attention: Any) -> Any:
