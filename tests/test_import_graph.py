@@ -92,3 +92,19 @@ def test_the_checker_sees_circles_and_type_only_imports() -> None:
     assert "speakwire.engines.qwen3.generation_loop" in graph["speakwire.engines.qwen3.text_stream"]
     assert "speakwire.engines.qwen3.engine" not in graph["speakwire.engines.qwen3.text_stream"]
     assert "speakwire.engines.qwen3.text_stream" in graph["speakwire.engines.qwen3.engine"]
+
+
+def test_the_utterance_and_its_drivers_meet_only_at_the_driver_interface() -> None:
+    graph = _graph()
+    package = "speakwire.synthesis"
+    drivers = {f"{package}.segment_driver", f"{package}.stream_driver"}
+    # The utterance names what it needs (driver.Driver, UtterancePipeline) instead of importing a driver or
+    # the pipeline, and no driver imports the utterance, the pipeline or the other driver.
+    assert not (drivers | {f"{package}.pipeline"}) & graph[f"{package}.utterance"]
+    for driver in drivers:
+        assert f"{package}.driver" in graph[driver]
+        assert not ({f"{package}.utterance", f"{package}.pipeline"} | (drivers - {driver})) & graph[driver]
+    # The pipeline is the one place that chooses a driver.
+    assert drivers <= graph[f"{package}.pipeline"]
+    choosers = {name for name, targets in graph.items() if name != package and targets & drivers}
+    assert choosers == {f"{package}.pipeline"}

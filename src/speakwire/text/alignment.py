@@ -28,7 +28,7 @@ reads one text token per 80 ms frame (12.5 tokens/s, about 9 English words/s) fr
 prompt consumes one token; measured on the tiny checkpoints: frame k has read k + 1 tokens), while it speaks
 about 2.5 words/s, and the position is reported once per decoded chunk (2 to 25 frames, 0.16 to 2 s). So the
 read position runs ahead of the speech by about six words per second of audio and only bounds a word's start
-from below; the sentence labels of ``synthesis._SentenceLabels`` cap it with a reading pace and are early or
+from below; the sentence labels of ``synthesis.sentence_labels`` cap it with a reading pace and are early or
 late by a word or more. Word timings from that would be estimates, so Qwen3 utterances carry none.
 """
 
