@@ -103,6 +103,8 @@ class StaticStep:
         self._banned = banned
         self._eos_column = torch.arange(self.vocab, device=device) == eos
         self._key_positions = torch.arange(cache.max_len, device=device)
+        self._minus_inf = torch.full((), float("-inf"), dtype=dtype, device=device)
+        self._zero = torch.zeros((), dtype=dtype, device=device)
         # the talker's rotary: the multimodal sections are combined once per step (``_rotary``)
         attention = self._model.layers[0].self_attn
         self._mrope = (list(attention.rope_scaling["mrope_section"]), bool(attention.rope_scaling["interleaved"]))
@@ -429,7 +431,10 @@ class StaticStep:
         positions = self.length[:b]
         cos, sin = self._rotary(embeds, positions)
         cos, sin = cos.transpose(1, 2), _signed_sin(torch, sin.transpose(1, 2))  # (b, 1, 1, hd), heads last-but-one
-        mask = (self._key_positions[:span] <= positions.unsqueeze(1)).view(b, 1, 1, span)
+        # the additive mask SDPA would make of a bool mask (0 where a row may look, -inf past its length),
+        # made once per step here rather than by SDPA in every layer
+        ahead = self._key_positions[:span] > positions.unsqueeze(1)
+        mask = torch.where(ahead, self._minus_inf, self._zero).view(b, 1, 1, span)
         where = positions.view(b, 1, 1, 1).expand(b, self._kv_heads, 1, self._head_dim)
         shape = (b, 1, -1, self._head_dim)
         hidden = embeds
