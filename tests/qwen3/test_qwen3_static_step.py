@@ -155,7 +155,7 @@ def test_a_row_with_top_p_or_a_large_top_k_steps_eagerly_with_the_same_codes(eng
 def test_a_static_step_builds_no_tensor_from_host_data_and_reads_back_once(engine: Any) -> None:
     """Counted on the loop thread around one full step of 4 rows: aten ops that take host data (``lift_fresh``:
     ``torch.tensor``, list indexing, Python scalars assigned), host reads (``_local_scalar_dense``: ``item``,
-    ``bool``, ``int``; ``tolist``; ``numpy``), full sorts, and rotary-table computations."""
+    ``bool``, ``int``; ``tolist``; ``numpy``), full sorts, and rotary-table computations (none: made at load)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -229,8 +229,26 @@ def test_a_static_step_builds_no_tensor_from_host_data_and_reads_back_once(engin
     assert counts["_local_scalar_dense"] == 0 and counts["tolist"] == 0, counts
     assert counts["numpy"] == 1  # the one read-back: the frame codes and next codes of the bucket
     assert counts["sort"] == 0 and counts["topk"] == 16  # 15 code-predictor draws and the talker's
-    assert counts["rotary"] == 1  # the talker's rotary tables once per step; the predictor's are made at load
+    assert counts["rotary"] == 0  # the rotary tables of the talker and the predictor are made at load
     assert counts["exponential_"] == 3  # one noise draw per sampling row (one row is greedy)
+
+
+def test_the_talkers_rotary_table_holds_the_per_step_rotary_of_every_position(engine: Any) -> None:
+    """The table the step reads (one ``index_select``) against the rotary computed for a batch of positions, as
+    the step computed it before: the same numbers bit for bit, padded rows and the scratch position included."""
+    import torch
+
+    from speakwire.engines.qwen3.static_step import _signed_sin
+
+    state = engine.loop.state
+    hidden = engine.tts_model.model.talker.config.hidden_size
+    for positions in ([0], [5, 0, 17, 3], list(range(state.park + 1)), [state.park, 1, 2, 3, 4, 5, 6, 7]):
+        index = torch.tensor(positions)
+        with torch.no_grad():
+            cos, sin = state._rotary(torch.zeros((len(positions), 1, hidden)), index)
+        table = state._talker_rotary.index_select(0, index)
+        assert torch.equal(table[:, :1], cos.transpose(1, 2))
+        assert torch.equal(table[:, 1:], _signed_sin(torch, sin.transpose(1, 2)))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])

@@ -105,10 +105,17 @@ class StaticStep:
         self._key_positions = torch.arange(cache.max_len, device=device)
         self._minus_inf = torch.full((), float("-inf"), dtype=dtype, device=device)
         self._zero = torch.zeros((), dtype=dtype, device=device)
-        # the talker's rotary: the multimodal sections are combined once per step (``_rotary``)
+        # the talker's rotary: a table of every position (``_rotary``, the multimodal sections combined)
         attention = self._model.layers[0].self_attn
         self._mrope = (list(attention.rope_scaling["mrope_section"]), bool(attention.rope_scaling["interleaved"]))
         self._half = int(attention.head_dim) // 2
+        with torch.no_grad():
+            cos, sin = self._rotary(torch.zeros((1, 1, hidden), dtype=dtype, device=device),
+                                    torch.arange(self.park + 1, device=device))  # fmt: skip
+            self._talker_rotary = torch.cat((cos.transpose(1, 2), _signed_sin(torch, sin.transpose(1, 2))), dim=1)
+        """(positions, 2, 1, hd): cos and signed sin of every talker position, the scratch one included, made
+        at load by the per-step computation over all positions at once (each entry is the same elementwise
+        arithmetic on one position: the step reads the same numbers with one ``index_select``)."""
         self._talker_qk = [_stacked_norm_weight(torch, layer.self_attn) for layer in self._model.layers]
         self._predictor_qk = [_stacked_norm_weight(torch, layer.self_attn) for layer in self._predictor.model.layers]
         self._talker_proj = [_MergedProjections(torch, layer) for layer in self._model.layers]
@@ -370,7 +377,7 @@ class StaticStep:
         return torch.where(sample[:, 0], picks, greedy)
 
     def _rotary(self, embeds: Any, positions: Any) -> tuple[Any, Any]:
-        """The talker's cos/sin for this step, multimodal sections combined (the package does it per layer)."""
+        """The talker's cos/sin at ``positions`` (P,): (P, 1, 1, hd) each, the multimodal sections combined."""
         torch = self._torch
         cos, sin = self._model.rotary_emb(embeds, positions.view(1, -1, 1).expand(3, -1, -1))
         section, interleaved = self._mrope
@@ -429,8 +436,8 @@ class StaticStep:
         torch = self._torch
         functional = torch.nn.functional
         positions = self.length[:b]
-        cos, sin = self._rotary(embeds, positions)
-        cos, sin = cos.transpose(1, 2), _signed_sin(torch, sin.transpose(1, 2))  # (b, 1, 1, hd), heads last-but-one
+        tables = self._talker_rotary.index_select(0, positions)  # (b, 2, 1, hd): heads last-but-one
+        cos, sin = tables[:, :1], tables[:, 1:]
         # the additive mask SDPA would make of a bool mask (0 where a row may look, -inf past its length),
         # made once per step here rather than by SDPA in every layer
         ahead = self._key_positions[:span] > positions.unsqueeze(1)
