@@ -133,3 +133,26 @@ def test_a_dry_run_prints_files_tag_and_buildspec_the_same_way_twice_and_calls_n
     assert entrypoint.startswith("755 ")  # the mode the zip keeps and the buildspec restores
     assert f"image <account>.dkr.ecr.{REGION}.amazonaws.com/speakwire:cpu-" in first
     assert "docker build --platform linux/amd64 -f deploy/sagemaker/Dockerfile.cpu" in first
+
+
+def test_build_without_credentials_exits_2_before_any_aws_call(
+    session: FakeSession, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(session, "get_credentials", lambda: None)
+    args = parse("build", "--region", REGION, "--context-dir", str(REPO))
+
+    assert args.func(args) == 2  # nothing is queued: any call would have raised
+    assert "no AWS credentials found" in capsys.readouterr().err
+
+
+def test_ctrl_c_during_a_build_exits_130(
+    session: FakeSession, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupt(**_: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(session.clients["sts"], "get_caller_identity", interrupt)
+    args = parse("build", "--region", REGION, "--context-dir", str(REPO))
+
+    assert args.func(args) == 130
+    assert "interrupted; the build was stopped" in capsys.readouterr().err

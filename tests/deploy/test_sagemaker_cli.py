@@ -154,3 +154,20 @@ def test_a_missing_boto3_is_reported_with_the_extra_to_install(
 
     assert args.func(args) == 2
     assert 'pip install "speakwire[sagemaker]"' in capsys.readouterr().err
+
+
+def test_an_unreadable_reference_clip_exits_2_before_any_aws_call(
+    sm: Stubbed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    class Runtime(FakeBoto3):
+        def client(self, service: str, endpoint_url: str | None = None) -> Any:
+            return sm.client  # nothing queued: a call would raise
+
+    clip = tmp_path / "clip.wav"
+    clip.write_bytes(b"not audio at all")
+    monkeypatch.setattr(cli, "_boto3", lambda: Runtime())
+    args = parse("invoke", "--endpoint-name", NAME, "--region", REGION, "--text", "Hi.", "--ref-audio", str(clip),
+                 "--output", str(tmp_path / "out.wav"))  # fmt: skip
+
+    assert args.func(args) == 2  # a ReferenceAudioError is a ValueError too, yet the caller's to fix: not 1
+    assert "could not be decoded as audio" in capsys.readouterr().err

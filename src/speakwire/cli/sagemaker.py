@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +252,69 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+class _CommandFailed(Exception):
+    """Ends a ``_command``: ``error: <message>`` on stderr, ``code`` its exit status."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _command(run: Command) -> Command:
+    """A command whose steps end it by raising ``_CommandFailed`` (``_exits``): said on stderr, its code returned."""
+
+    @functools.wraps(run)
+    def command(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except _CommandFailed as exc:
+            return _fail(str(exc), exc.code)
+
+    return command
+
+
+@contextmanager
+def _exits(code: int, *errors: type[BaseException], say: Callable[[BaseException], str] = str) -> Iterator[None]:
+    """Around one step of a ``_command``: any of ``errors`` ends the command with ``code``, ``say(error)`` said."""
+    try:
+        yield
+    except errors as exc:
+        raise _CommandFailed(say(exc), code) from exc
+
+
+def _then(outcome: str) -> Callable[[BaseException], str]:
+    """``say`` for ``_exits``: the error, then what it means for the run (``; nothing was created``)."""
+    return lambda exc: f"{exc}; {outcome}"
+
+
+def _interrupted(outcome: str) -> Callable[[BaseException], str]:
+    """``say`` for ``_exits`` on Ctrl-C (``KeyboardInterrupt`` says nothing itself)."""
+    return lambda _: f"interrupted; {outcome}"
+
+
+def _session(boto3: Any, region: str) -> Any:
+    """A boto3 session that has credentials; without any, exit 2 before anything is created."""
+    session = boto3.Session(region_name=region)
+    if session.get_credentials() is None:
+        raise _CommandFailed(
+            "no AWS credentials found (environment, ~/.aws, SSO or instance role); nothing was created", EXIT_USAGE
+        )
+    return session
+
+
+def _build_image(session: Any, context: Any, request: Any, *, outcome: str | None = None) -> Any:
+    """``build_image`` as a step: a failed build exits 1, Ctrl-C 130; ``outcome`` says what that means for the run."""
+    from speakwire.deploy.sagemaker.build import BuildClients, BuildError, build_image
+
+    stopped = "the build was stopped and what it made deleted (see above)" + (f"; {outcome}" if outcome else "")
+    failed = _exits(EXIT_FAILED, BuildError, say=_then(outcome) if outcome else str)
+    with failed, _exits(EXIT_INTERRUPTED, KeyboardInterrupt, say=_interrupted(stopped)):
+        return build_image(BuildClients.from_session(session), context, request)
+
+
 def _boto3() -> Any:
     try:
         import boto3
@@ -262,6 +327,12 @@ def _region(args: argparse.Namespace) -> str:
     from speakwire.deploy.sagemaker.settings import resolve_region
 
     return resolve_region(args.region, os.environ)
+
+
+def _region_and_boto3(args: argparse.Namespace) -> tuple[str, Any]:
+    """The region and boto3, before any AWS call; a bad region or a missing extra exits 2."""
+    with _exits(EXIT_USAGE, MissingExtraError, ValueError):
+        return _region(args), _boto3()
 
 
 def _aws_errors() -> tuple[type[BaseException], ...]:
@@ -297,6 +368,7 @@ def _endpoint_smoke(args: argparse.Namespace, region: str) -> Callable[[str], An
     return smoke
 
 
+@_command
 def run_deploy(args: argparse.Namespace) -> int:
     from speakwire.deploy.sagemaker.bidi import load_bidi_sdk
     from speakwire.deploy.sagemaker.build_context import BuildContextError
@@ -304,7 +376,8 @@ def run_deploy(args: argparse.Namespace) -> int:
     from speakwire.deploy.sagemaker.settings import DeploySettingsError, build_settings
     from speakwire.deploy.sagemaker.smoke import DEFAULT_VOICE
 
-    try:
+    usage_errors = (DeploySettingsError, BuildSettingsError, BuildContextError, MissingExtraError, ValueError)
+    with _exits(EXIT_USAGE, *usage_errors, say=_then("nothing was created")):
         settings = build_settings(
             endpoint_name=args.endpoint_name,
             region=args.region,
@@ -330,32 +403,20 @@ def run_deploy(args: argparse.Namespace) -> int:
         # The smoke test needs the bidirectional client; find out now, not after paying for an endpoint.
         load_bidi_sdk()
         args.model_invocation_path = _invocation_path(args.model_invocation_path)
-    except (DeploySettingsError, BuildSettingsError, BuildContextError, MissingExtraError, ValueError) as exc:
-        return _fail(f"{exc}; nothing was created", EXIT_USAGE)
     if settings.engine == "piper" and args.voice == DEFAULT_VOICE:
         args.voice = None  # Vivian is a Qwen3 speaker: Piper's smoke test speaks with its own default voice
 
     from speakwire.deploy.sagemaker.deploy import deploy
 
-    session = boto3.Session(region_name=settings.region)
-    if session.get_credentials() is None:
-        return _fail(
-            "no AWS credentials found (environment, ~/.aws, SSO or instance role); nothing was created",
-            EXIT_USAGE,
-        )
+    session = _session(boto3, settings.region)
     if build_inputs is not None:
-        from speakwire.deploy.sagemaker.build import BuildClients, BuildError, build_image
-
         build_request, context = build_inputs
-        try:
-            image = build_image(BuildClients.from_session(session), context, build_request)
-        except BuildError as exc:
-            return _fail(f"{exc}; no endpoint was created", EXIT_FAILED)
-        except KeyboardInterrupt:
-            return _fail("interrupted during the image build; no endpoint was created", EXIT_INTERRUPTED)
+        image = _build_image(session, context, build_request, outcome="no endpoint was created")
         settings = settings.with_image(image.image_uri)
     derive_target = settings.autoscaling is not None and settings.autoscaling.target_streams is None
-    try:
+    deleted = _interrupted("what this run created has been deleted (see above)")
+    with _exits(EXIT_FAILED, *_aws_errors(), say=_aws_failure), _exits(EXIT_INTERRUPTED, KeyboardInterrupt,
+                                                                        say=deleted):  # fmt: skip
         result = deploy(
             session.client("sagemaker"),
             settings,
@@ -363,10 +424,6 @@ def run_deploy(args: argparse.Namespace) -> int:
             autoscaling_client=session.client("application-autoscaling") if settings.autoscaling else None,
             runtime_client=session.client("sagemaker-runtime") if derive_target else None,
         )
-    except _aws_errors() as exc:
-        return _fail(_aws_failure(exc), EXIT_FAILED)
-    except KeyboardInterrupt:
-        return _fail("interrupted; what this run created has been deleted (see above)", EXIT_INTERRUPTED)
     if result.cleanup is not None and not result.cleanup.ok:
         left = ", ".join(d.resource for d in result.cleanup.left)
         print(
@@ -396,32 +453,26 @@ def _invocation_path(path: str) -> str:
     return normalize_invocation_path(path)
 
 
+@_command
 def run_smoke_command(args: argparse.Namespace) -> int:
     from speakwire.client.transport import TransportClosed
 
-    try:
+    with _exits(EXIT_USAGE, MissingExtraError, ValueError):
         region = _region(args)
         args.model_invocation_path = _invocation_path(args.model_invocation_path)
         from speakwire.deploy.sagemaker.bidi import bidi_endpoint_override, load_bidi_sdk
 
         args.endpoint_uri = bidi_endpoint_override(args.endpoint_url, os.environ)
         load_bidi_sdk()
-    except (MissingExtraError, ValueError) as exc:
-        return _fail(str(exc), EXIT_USAGE)
-    try:
+    with _exits(EXIT_FAILED, TransportClosed, RuntimeError):
         result = _endpoint_smoke(args, region)(args.endpoint_name)
-    except (TransportClosed, RuntimeError) as exc:
-        return _fail(str(exc), EXIT_FAILED)
     print(result.summary())
     return 0 if result.ok else EXIT_FAILED
 
 
+@_command
 def run_invoke(args: argparse.Namespace) -> int:
-    try:
-        region = _region(args)
-        boto3 = _boto3()
-    except (MissingExtraError, ValueError) as exc:
-        return _fail(str(exc), EXIT_USAGE)
+    region, boto3 = _region_and_boto3(args)
     from speakwire.deploy.sagemaker.invoke import invoke
     from speakwire.deploy.sagemaker.reference_audio import ReferenceAudioError
     from speakwire.deploy.sagemaker.speech_response import SpeechResponseError
@@ -429,7 +480,8 @@ def run_invoke(args: argparse.Namespace) -> int:
     # Without --endpoint-url, boto3 itself reads $AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME.
     client = boto3.Session(region_name=region).client("sagemaker-runtime", endpoint_url=args.endpoint_url)
     failures: tuple[type[BaseException], ...] = (SpeechResponseError, ValueError, *_aws_errors())
-    try:
+    # The inner step is asked first: a ReferenceAudioError is also a ValueError, and it is the caller's to fix.
+    with _exits(EXIT_FAILED, *failures), _exits(EXIT_USAGE, ReferenceAudioError, OSError):
         invoke(
             client,
             args.endpoint_name,
@@ -441,36 +493,24 @@ def run_invoke(args: argparse.Namespace) -> int:
             language=args.language,
             stream=args.stream,
         )
-    except (ReferenceAudioError, OSError) as exc:
-        return _fail(str(exc), EXIT_USAGE)
-    except failures as exc:
-        return _fail(str(exc), EXIT_FAILED)
     return 0
 
 
+@_command
 def run_status(args: argparse.Namespace) -> int:
-    try:
-        region = _region(args)
-        boto3 = _boto3()
-    except (MissingExtraError, ValueError) as exc:
-        return _fail(str(exc), EXIT_USAGE)
+    region, boto3 = _region_and_boto3(args)
     from speakwire.deploy.sagemaker.status import status
 
-    try:
+    with _exits(EXIT_FAILED, *_aws_errors()):
         report = status(boto3.Session(region_name=region).client("sagemaker"), args.endpoint_name)
-    except _aws_errors() as exc:
-        return _fail(str(exc), EXIT_FAILED)
     for line in report.lines():
         print(line)
     return 0 if report.endpoint_status is not None else EXIT_FAILED
 
 
+@_command
 def run_delete(args: argparse.Namespace) -> int:
-    try:
-        region = _region(args)
-        boto3 = _boto3()
-    except (MissingExtraError, ValueError) as exc:
-        return _fail(str(exc), EXIT_USAGE)
+    region, boto3 = _region_and_boto3(args)
     from speakwire.deploy.sagemaker.delete import delete
 
     result = delete(boto3.Session(region_name=region).client("sagemaker"), args.endpoint_name)
@@ -497,31 +537,19 @@ def _build_inputs(args: argparse.Namespace, region: str, variant: str) -> tuple[
     return request, context
 
 
+@_command
 def run_build(args: argparse.Namespace) -> int:
     from speakwire.deploy.sagemaker.build_context import BuildContextError
     from speakwire.deploy.sagemaker.build_requests import BuildSettingsError
 
-    try:
+    usage_errors = (BuildSettingsError, BuildContextError, MissingExtraError, ValueError)
+    with _exits(EXIT_USAGE, *usage_errors, say=_then("nothing was created")):
         region = _region(args)
         request, context = _build_inputs(args, region, args.variant)
         if args.dry_run:
             return _print_build_plan(context, request)
         boto3 = _boto3()
-    except (BuildSettingsError, BuildContextError, MissingExtraError, ValueError) as exc:
-        return _fail(f"{exc}; nothing was created", EXIT_USAGE)
-    from speakwire.deploy.sagemaker.build import BuildClients, BuildError, build_image
-
-    session = boto3.Session(region_name=region)
-    if session.get_credentials() is None:
-        return _fail("no AWS credentials found (environment, ~/.aws, SSO or instance role); nothing was created",
-                     EXIT_USAGE)
-    try:
-        image = build_image(BuildClients.from_session(session), context, request)
-    except BuildError as exc:
-        return _fail(str(exc), EXIT_FAILED)
-    except KeyboardInterrupt:
-        return _fail("interrupted; the build was stopped and its project and context deleted (see above)",
-                     EXIT_INTERRUPTED)
+    image = _build_image(_session(boto3, region), context, request)
     print(image.image_uri)
     return 0
 
@@ -540,10 +568,11 @@ def _print_build_plan(context: Any, request: Any) -> int:
     return 0
 
 
+@_command
 def run_local(args: argparse.Namespace) -> int:
     from speakwire.deploy.sagemaker.local_runtime import LocalRuntimeConfig, how_to_use, serve_local_runtime
 
-    try:
+    with _exits(EXIT_USAGE, ValueError):
         config = LocalRuntimeConfig(
             container_url=args.container_url,
             endpoint_name=args.endpoint_name,
@@ -551,8 +580,6 @@ def run_local(args: argparse.Namespace) -> int:
             max_part_bytes=args.max_part_bytes,
             invocation_timeout_s=args.invocation_timeout,
         )
-    except ValueError as exc:
-        return _fail(str(exc), EXIT_USAGE)
     print(how_to_use(config, host=args.host, port=args.port), flush=True)
     serve_local_runtime(config, host=args.host, port=args.port)  # uvicorn handles Ctrl-C and SIGTERM
     return 0
