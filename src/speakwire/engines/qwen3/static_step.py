@@ -281,42 +281,41 @@ class StaticStep:
         active = self.active[:b]
         first = self.next_code[:b]
         past = self.past_hidden[:b]
-        out = self.out[:b]
-        out[:, 0].copy_(first)
-        self._predict(b, past, first, out, graphable)
-        embeds = self._embed(out[:, :c]) + self.text[:b]
+        codes, parts = self._predict(b, past, first, graphable)
+        # the talker reads the frame back: ``BatchedTalker.embed_codes``, the 16 codebook embeddings summed; the
+        # predictor looked up the first 15 already (its inputs), the last one is looked up here
+        parts.append(self._embed_rest[c - 2](codes[-1].unsqueeze(1)))
+        embeds = torch.cat(parts, dim=1).sum(1, keepdim=True) + self.text[:b]
         logits, hidden = self._decode(b, embeds, span)
         frames = self.frames[:b]
         frames.add_(active)
         following = self._sample_talker(b, logits, frames < MIN_NEW_TOKENS, graphable)
-        out[:, c].copy_(following)
-        first.copy_(torch.where(active, following, first))
-        past.copy_(torch.where(active.view(b, 1, 1), hidden, past))
+        torch.stack((first, *codes, following), dim=1, out=self.out[:b])
+        torch.where(active, following, first, out=first)
+        torch.where(active.view(b, 1, 1), hidden, past, out=past)
         index = following.unsqueeze(1)
         seen = self.seen[:b]
         seen.scatter_(1, index, seen.gather(1, index) | active.unsqueeze(1))
         self.length[:b].add_(active)
 
-    def _embed(self, frames: Any) -> Any:
-        """``BatchedTalker.embed_codes``: the 16 codebook embeddings of each frame summed, (B, 1, D)."""
-        torch = self._torch
-        parts = [self._embed_first(frames[:, :1])]
-        parts += [self._embed_rest[i](frames[:, i + 1 : i + 2]) for i in range(self.codebooks - 1)]
-        return torch.cat(parts, dim=1).sum(1, keepdim=True)
-
-    def _predict(self, b: int, past: Any, first: Any, out: Any, graphable: bool) -> None:
+    def _predict(self, b: int, past: Any, first: Any, graphable: bool) -> tuple[list[Any], list[Any]]:
+        """Codebooks 1..15 of each row's frame: their codes ((b,) each), and the codebook embeddings of codes
+        0..14 ((b, 1, D) each: the inputs of the predictor's forwards, which the talker reads back too)."""
         torch = self._torch
         predictor, model = self._predictor, self._predictor.model
         keys, values = [k[:b] for k in self._pkeys], [v[:b] for v in self._pvalues]
         functional = torch.nn.functional
         position = 0
-        inputs = torch.cat((past, self._embed_first(first.unsqueeze(1))), dim=1)
+        parts = [self._embed_first(first.unsqueeze(1))]
+        inputs = torch.cat((past, parts[0]), dim=1)
+        codes: list[Any] = []
         split = (self.codebooks - 1) * self.pvocab
         noise = self.noise[:b, :split].view(b, self.codebooks - 1, self.pvocab)
         settings = (self.p_sample[:b], self.p_temperature[:b], self.p_top_k[:b], self.p_top_p[:b])
         for step in range(self.codebooks - 1):
             if step:
-                inputs = model.get_input_embeddings()[step - 1](out[:, step : step + 1])
+                inputs = self._embed_rest[step - 1](codes[-1].unsqueeze(1))
+                parts.append(inputs)
             hidden = predictor.small_to_mtp_projection(inputs)
             length = int(inputs.shape[1])
             end = position + length
@@ -343,7 +342,8 @@ class StaticStep:
             logits = self._float(predictor.lm_head[step](hidden)[:, -1, :])
             position = end
             greedy = torch.argmax(logits, dim=-1)
-            out[:, step + 1].copy_(self._pick(logits, greedy, noise[:, step], settings, graphable))
+            codes.append(self._pick(logits, greedy, noise[:, step], settings, graphable))
+        return codes, parts
 
     def _sample_talker(self, b: int, logits: Any, blocked: Any, graphable: bool) -> Any:
         """``sample_rows`` for the talker: penalty over seen codes, no EOS before the second frame, suppressed ids."""
