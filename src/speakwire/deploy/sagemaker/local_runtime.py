@@ -22,8 +22,9 @@ What it does as the runtime does:
 
 What it does not do: check signatures (any credentials are accepted), enforce quotas, or run
 several variants. Nor does it serve the bidirectional stream: its only client,
-``aws-sdk-sagemaker-runtime-http2`` 0.4.0 over awscrt, speaks HTTP/2 only over TLS (no cleartext
-HTTP/2), and against ``http://`` it opens HTTP/1.1 and never sends its request events. The tests
+``aws-sdk-sagemaker-runtime-http2`` (0.9.0, the ``[sagemaker-bidi]`` pin) over awscrt, speaks HTTP/2 only
+over TLS (no cleartext HTTP/2): against ``http://`` it opens the TCP connection and sends nothing on it
+(not a byte in 8 s, until its open deadline closes it). The tests
 reach the container's bidirectional WebSocket through a loopback relay instead
 (``tests/deploy/test_sagemaker_bidi_local.py``).
 """
