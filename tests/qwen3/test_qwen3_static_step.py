@@ -152,6 +152,24 @@ def test_a_row_with_top_p_or_a_large_top_k_steps_eagerly_with_the_same_codes(eng
         np.testing.assert_array_equal(got[:n], expected[:n])
 
 
+def test_greedy_stages_in_slots_that_sampled_before_get_the_eager_codes(engine: Any) -> None:
+    """A greedy stage samples with temperature 1, top-k 1 and noise 1 on the static step: rows that take over a
+    slot whose last row sampled (its noise still there) and rows greedy in one stage only get the eager codes."""
+    talker_greedy = RowSampling(Sampling(do_sample=False, repetition_penalty=1.1), Sampling(top_k=20))
+    predictor_greedy = RowSampling(Sampling(temperature=0.7), Sampling(do_sample=False, top_k=0, top_p=0.5))
+    specs: list[dict[str, Any]] = [
+        {"request": {"seed": 21, "frames": 9}, "text": TEXTS[1]},
+        {"request": {"seed": 22, "frames": 12, "greedy": True}, "text": TEXTS[2]},
+        {"request": {"seed": 23, "frames": 12, "sampling": talker_greedy}, "text": TEXTS[4]},
+        {"request": {"seed": 24, "frames": 12, "sampling": predictor_greedy}, "text": TEXTS[0]},
+    ]
+    for spec in specs:  # one at a time: every row takes slot 0 after the one before it
+        (expected, _), = run_mix(engine, [spec], static=False)
+        (got, _), = run_mix(engine, [spec], static=True)
+        np.testing.assert_array_equal(got, expected)
+    assert engine.loop.state.graphable(predictor_greedy)  # a greedy stage's top-k and top-p do not matter
+
+
 def test_a_static_step_builds_no_tensor_from_host_data_and_reads_back_once(engine: Any) -> None:
     """Counted on the loop thread around one full step of 4 rows: aten ops that take host data (``lift_fresh``:
     ``torch.tensor``, list indexing, Python scalars assigned), host reads (``_local_scalar_dense``: ``item``,

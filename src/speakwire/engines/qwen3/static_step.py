@@ -89,17 +89,19 @@ class StaticStep:
         self.text = zeros(slots, 1, hidden, dtype=dtype)
         self.noise = torch.ones((slots, (c - 1) * self.pvocab + self.vocab), device=device)
         self.out = zeros(slots, c + 1, dtype=long)
-        # sampling settings per slot: talker (t_) and code predictor (p_)
-        self.t_sample, self.p_sample = zeros(slots, 1, dtype=boolean), zeros(slots, 1, dtype=boolean)
+        # sampling settings per slot: talker (t_) and code predictor (p_); a greedy stage samples with
+        # temperature 1, top-k 1 and noise 1, which picks the first maximal score: ``argmax``'s pick
         self.t_temperature, self.p_temperature = torch.ones((slots, 1), device=device), torch.ones((slots, 1),
                                                                                                   device=device)
-        self.t_top_k = torch.ones((slots, 1), dtype=long, device=device)
-        self.p_top_k = torch.ones((slots, 1), dtype=long, device=device)
-        """Free slots hold 1 (within ``TOPK_CAP``), so only a stepping row can make a step ungraphable."""
+        self.t_kth = zeros(slots, 1, dtype=long)
+        self.p_kth = zeros(slots, 1, dtype=long)
+        """Top-k as the index of the k-th largest score (k - 1)."""
         self.t_top_p = torch.full((slots, 1), -1.0, device=device)
         self.p_top_p = torch.full((slots, 1), -1.0, device=device)
         """Top-p floors: ``1 - top_p`` (computed in Python, as ``sample_rows`` does), -1 for none."""
         self.t_penalty = torch.ones((slots, 1), device=device)
+        self.t_penalized = zeros(slots, 1, dtype=boolean)
+        """Rows with a repetition penalty (``!= 1``)."""
         self._banned = banned
         self._eos_column = torch.arange(self.vocab, device=device) == eos
         self._key_positions = torch.arange(cache.max_len, device=device)
@@ -160,28 +162,37 @@ class StaticStep:
         seen.scatter_(0, code, True)
         self.length[slot].fill_(length)
         self.frames[slot].fill_(0)
-        self.t_sample[slot].fill_(talker.do_sample)
-        self.t_temperature[slot].fill_(talker.temperature)
-        self.t_top_k[slot].fill_(min(talker.top_k, self.vocab) or self.vocab)
-        self.t_top_p[slot].fill_(1 - talker.top_p if talker.top_p < 1.0 else -1.0)
         self.t_penalty[slot].fill_(talker.repetition_penalty)
-        self.p_sample[slot].fill_(predictor.do_sample)
-        self.p_temperature[slot].fill_(predictor.temperature)
-        self.p_top_k[slot].fill_(min(predictor.top_k, self.pvocab) or self.pvocab)
-        self.p_top_p[slot].fill_(1 - predictor.top_p if predictor.top_p < 1.0 else -1.0)
+        self.t_penalized[slot].fill_(talker.repetition_penalty != 1.0)
+        split = (self.codebooks - 1) * self.pvocab
+        noise = self.noise[slot]
+        stages = ((talker, self.vocab, self.t_temperature, self.t_kth, self.t_top_p, noise[split:]),
+                  (predictor, self.pvocab, self.p_temperature, self.p_kth, self.p_top_p, noise[:split]))  # fmt: skip
+        for stage, vocab, temperature, kth, top_p, draws in stages:
+            if stage.do_sample:
+                temperature[slot].fill_(stage.temperature)
+                kth[slot].fill_((min(stage.top_k, vocab) or vocab) - 1)
+                top_p[slot].fill_(1 - stage.top_p if stage.top_p < 1.0 else -1.0)
+            else:  # greedy: the top score, and no draw (noise stays 1)
+                temperature[slot].fill_(1.0)
+                kth[slot].fill_(0)
+                top_p[slot].fill_(-1.0)
+                draws.fill_(1.0)
 
     def release(self, slot: int) -> None:
         """The slot's row is over: it writes at the scratch position from now on."""
         self.length[slot].fill_(self.park)
-        self.t_top_k[slot].fill_(1)
-        self.p_top_k[slot].fill_(1)
+        # free slots hold top-k 1 (within ``TOPK_CAP``), so only a stepping row can make a step ungraphable
+        self.t_kth[slot].fill_(0)
+        self.p_kth[slot].fill_(0)
 
     # ----- one step ---------------------------------------------------------------------------------
 
     def graphable(self, sampling: RowSampling) -> bool:
-        """Whether a row's settings fit the graphed step (top-k within ``TOPK_CAP``, no top-p)."""
+        """Whether a row's settings fit the graphed step (top-k within ``TOPK_CAP``, no top-p; greedy fits)."""
         return all(
-            0 < s.top_k <= TOPK_CAP and s.top_p >= 1.0 for s in (sampling.talker, sampling.predictor)
+            not s.do_sample or (0 < s.top_k <= TOPK_CAP and s.top_p >= 1.0)
+            for s in (sampling.talker, sampling.predictor)
         )
 
     def bucket(self, slots: list[int]) -> int:
@@ -311,7 +322,7 @@ class StaticStep:
         codes: list[Any] = []
         split = (self.codebooks - 1) * self.pvocab
         noise = self.noise[:b, :split].view(b, self.codebooks - 1, self.pvocab)
-        settings = (self.p_sample[:b], self.p_temperature[:b], self.p_top_k[:b], self.p_top_p[:b])
+        settings = (self.p_temperature[:b], self.p_kth[:b], self.p_top_p[:b])
         for step in range(self.codebooks - 1):
             if step:
                 inputs = self._embed_rest[step - 1](codes[-1].unsqueeze(1))
@@ -341,8 +352,7 @@ class StaticStep:
             hidden = self._norm(model.norm, hidden)
             logits = self._float(predictor.lm_head[step](hidden)[:, -1, :])
             position = end
-            greedy = torch.argmax(logits, dim=-1)
-            codes.append(self._pick(logits, greedy, noise[:, step], settings, graphable))
+            codes.append(self._pick(logits, noise[:, step], settings, graphable))
         return codes, parts
 
     def _sample_talker(self, b: int, logits: Any, blocked: Any, graphable: bool) -> Any:
@@ -350,22 +360,25 @@ class StaticStep:
         torch = self._torch
         penalty = self.t_penalty[:b]
         penalized = torch.where(logits < 0, logits * penalty, logits / penalty)
-        scores = torch.where(self.seen[:b] & (penalty != 1.0), penalized, logits)
+        scores = torch.where(self.seen[:b] & self.t_penalized[:b], penalized, logits)
         scores = scores.masked_fill(self._banned | (self._eos_column & blocked.unsqueeze(1)), float("-inf"))
-        greedy = torch.argmax(scores, dim=-1)
         noise = self.noise[:b, (self.codebooks - 1) * self.pvocab :]
-        settings = (self.t_sample[:b], self.t_temperature[:b], self.t_top_k[:b], self.t_top_p[:b])
-        return self._pick(scores, greedy, noise, settings, graphable)
+        settings = (self.t_temperature[:b], self.t_kth[:b], self.t_top_p[:b])
+        return self._pick(scores, noise, settings, graphable)
 
-    def _pick(self, scores: Any, greedy: Any, noise: Any, settings: tuple[Any, ...], graphable: bool) -> Any:
-        """Temperature, top-k, top-p, then the row's draw (``argmax(probs / q)``); greedy rows take ``greedy``."""
+    def _pick(self, scores: Any, noise: Any, settings: tuple[Any, ...], graphable: bool) -> Any:
+        """Temperature, top-k, top-p, then the row's draw (``argmax(probs / q)``).
+
+        A greedy row has temperature 1, top-k 1 and noise 1: what is left is its maximal scores (ties kept),
+        equally probable, and ``argmax`` takes the first of them, the index ``argmax(scores)`` gives.
+        """
         torch = self._torch
-        sample, temperature, top_k, top_p = settings
+        temperature, kth_index, top_p = settings
         scores = scores / temperature
         if graphable:
-            kth = torch.topk(scores, min(TOPK_CAP, scores.shape[-1]), dim=-1).values.gather(1, top_k - 1)
+            kth = torch.topk(scores, min(TOPK_CAP, scores.shape[-1]), dim=-1).values.gather(1, kth_index)
         else:
-            kth = torch.sort(scores, dim=-1, descending=True).values.gather(1, top_k - 1)
+            kth = torch.sort(scores, dim=-1, descending=True).values.gather(1, kth_index)
         scores = scores.masked_fill(scores < kth, float("-inf"))
         if not graphable:  # top-p (a no-op for rows at 1.0)
             ordered, order = torch.sort(scores, descending=False)
@@ -373,8 +386,7 @@ class StaticStep:
             remove = cumulative <= top_p
             remove[..., -1:] = False
             scores = scores.masked_fill(remove.scatter(1, order, remove), float("-inf"))
-        picks = torch.argmax(torch.softmax(scores, dim=-1) / noise, dim=-1)
-        return torch.where(sample[:, 0], picks, greedy)
+        return torch.argmax(torch.softmax(scores, dim=-1) / noise, dim=-1)
 
     def _rotary(self, embeds: Any, positions: Any) -> tuple[Any, Any]:
         """The talker's cos/sin at ``positions`` (P,): (P, 1, 1, hd) each, the multimodal sections combined."""
