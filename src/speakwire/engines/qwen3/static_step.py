@@ -212,8 +212,13 @@ class StaticStep:
             self._active_slots = tuple(slots)
         split = (self.codebooks - 1) * self.pvocab
         graphable = True
-        for slot, text, sampling, generator in rows:
-            self.text[slot].copy_(text[0])
+        if slots == list(range(len(slots))):  # slots 0..n-1 (the usual case): the text embeddings in one copy
+            by_slot = sorted(rows, key=lambda row: int(row[0]))
+            self._torch.cat([text for _, text, *_ in by_slot], dim=0, out=self.text[: len(slots)])
+        else:
+            for slot, text, *_ in rows:
+                self.text[slot].copy_(text[0])
+        for slot, _, sampling, generator in rows:
             predictor, talker = sampling.predictor.do_sample, sampling.talker.do_sample
             noise = self.noise[slot]
             if predictor and talker:
