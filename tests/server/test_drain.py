@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,8 +23,14 @@ import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
+from wyoming.client import AsyncTcpClient
+from wyoming.error import Error
+from wyoming.event import Event
+from wyoming.info import Describe
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart
 
 from speakwire.server.drain import drain
+from speakwire.settings import Settings
 from support.live_server import LiveServer, free_port, start_server
 
 SENTENCES = ["The drain lets this sentence finish. ", "And this one, whose end comes after the signal."]
@@ -98,6 +105,27 @@ async def first_event(ws: ClientConnection, kind: str) -> None:
             return
 
 
+async def wyoming_until_closed(client: AsyncTcpClient) -> list[Event]:
+    """Wyoming events until the server closes the connection."""
+    events: list[Event] = []
+    while (event := await asyncio.wait_for(client.read_event(), 60)) is not None:
+        events.append(event)
+    return events
+
+
+async def wyoming_until(client: AsyncTcpClient, kind: str) -> list[Event]:
+    events: list[Event] = []
+    while not events or events[-1].type != kind:
+        event = await asyncio.wait_for(client.read_event(), 60)
+        assert event is not None, [e.type for e in events]
+        events.append(event)
+    return events
+
+
+def assert_no_traceback(log: str) -> None:
+    assert "Traceback" not in log and "CancelledError" not in log, log
+
+
 def exit_code(process: subprocess.Popen[bytes], log: Path) -> int:
     try:
         return process.wait(timeout=60)
@@ -145,7 +173,7 @@ async def test_sigterm_lets_streams_in_flight_finish_and_refuses_new_ones(tmp_pa
         assert b"".join(received) == reference  # the HTTP stream in flight: its whole body
         assert exit_code(process, log) == 0, log.read_text()
     text = log.read_text()
-    assert "draining" in text and "drain done: 1 session(s) closed with 1001, 0 utterance(s) cut" in text
+    assert "draining" in text and "drain done: 1 session(s) closed after their final event, 0 utterance(s) cut" in text
 
 
 async def test_past_the_drain_timeout_what_remains_is_closed_with_1001(tmp_path: Path) -> None:
@@ -173,12 +201,47 @@ async def test_past_the_drain_timeout_what_remains_is_closed_with_1001(tmp_path:
     assert "2 utterance(s) still in flight are cut" in log.read_text()
 
 
+async def test_past_the_drain_timeout_wyoming_requests_end_the_wyoming_way(tmp_path: Path) -> None:
+    wyoming_port = free_port()
+    with serve(tmp_path, SPEAKWIRE_DRAIN_TIMEOUT="0.5", SPEAKWIRE_WYOMING_PORT=str(wyoming_port)) as (_, process, log):
+        async with (
+            AsyncTcpClient("127.0.0.1", wyoming_port) as stream,
+            AsyncTcpClient("127.0.0.1", wyoming_port) as once,
+            AsyncTcpClient("127.0.0.1", wyoming_port) as idle,
+        ):
+            await stream.write_event(SynthesizeStart().event())
+            for text in SENTENCES:  # never stopped: no synthesize-stop
+                await stream.write_event(SynthesizeChunk(text=text).event())
+            await once.write_event(Synthesize(text=LONG_TEXT).event())
+            await idle.write_event(Describe().event())
+            clients = {"stream": stream, "once": once, "idle": idle}
+            firsts = {"stream": "audio-start", "once": "audio-start", "idle": "info"}  # admitted before the signal
+            before = {name: await wyoming_until(client, firsts[name]) for name, client in clients.items()}
+            process.send_signal(signal.SIGTERM)
+            after = {name: await wyoming_until_closed(client) for name, client in clients.items()}
+        assert exit_code(process, log) == 0, log.read_text()
+    got = {name: " ".join(e.type for e in before[name] + after[name]) for name in before}
+    # Each request gets what Wyoming owes it after the error saying why: a stream every audio-stop and its
+    # synthesize-stopped, a one-shot its one audio-stop; the idle connection only the error. Then the end.
+    assert re.fullmatch(r"(audio-start (audio-chunk )*audio-stop )*(audio-start (audio-chunk )*)?error "
+                        r"(audio-stop )?synthesize-stopped", got["stream"]), got["stream"]  # fmt: skip
+    assert got["stream"].count("audio-start") == got["stream"].count("audio-stop")
+    assert re.fullmatch(r"audio-start (audio-chunk )+error audio-stop", got["once"]), got["once"]
+    assert got["idle"] == "info error"
+    for name, events in after.items():
+        [error] = [Error.from_event(e) for e in events if Error.is_type(e.type)]
+        assert error.code == "shutting_down" and "shutting down" in error.text, name
+    text = log.read_text()
+    assert "2 utterance(s) still in flight are cut" in text and "drain done: 3 session(s)" in text
+    assert_no_traceback(text)
+
+
 # ----- every dialect, in process: the 1001 with its final event, then refusals -------------------------------
 
 
 @pytest.fixture
 def live(piper_engine: Any) -> Iterator[LiveServer]:
-    server = start_server(engine=piper_engine)
+    server = start_server(Settings(wyoming_port=free_port()), engine=piper_engine)
     yield server
     server.stop()
 
@@ -205,27 +268,39 @@ def dialect_urls(live: LiveServer) -> dict[str, str]:
 async def test_every_dialect_hears_why_at_the_end_of_a_drain_and_new_ones_are_refused(live: LiveServer) -> None:
     urls = dialect_urls(live)
     sockets = {name: await connect(url) for name, url in urls.items()}
+    wyoming = AsyncTcpClient("127.0.0.1", live.settings.wyoming_port)
+    await wyoming.connect()
     try:
-        while len(live.state.sessions) < len(sockets):  # each session registers once its handshake is done
-            await asyncio.sleep(0.01)
+        await wyoming.write_event(Describe().event())
+        await wyoming_until(wyoming, "info")
+        async with asyncio.timeout(30):
+            while len(live.state.sessions) < len(sockets) + 1:  # each registers once its handshake is done
+                await asyncio.sleep(0.01)
         loop = next(iter(live.server.server_state.tasks)).get_loop()  # the server's own loop
         await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(drain(live.state, 0), loop))
         results = {name: await messages_until_closed(ws) for name, ws in sockets.items()}
+        wyoming_events = await wyoming_until_closed(wyoming)
     finally:
         for ws in sockets.values():
             await ws.close()
+        await wyoming.disconnect()
     last = {name: json.loads([m for m in got if isinstance(m, str)][-1]) for name, (got, _) in results.items()}
     assert {name: code for name, (_, code) in results.items()} == dict.fromkeys(urls, 1001)
     assert (last["deepgram"]["type"], last["deepgram"]["code"]) == ("Warning", "SHUTTING_DOWN")
     assert (last["elevenlabs"]["error"], last["elevenlabs"]["code"]) == ("shutting_down", 1001)
     assert (last["cartesia"]["type"], last["cartesia"]["status_code"]) == ("error", 503)
     assert (last["stream"]["type"], last["stream"]["code"]) == ("error", "shutting_down")
+    assert [(e.type, Error.from_event(e).code) for e in wyoming_events] == [("error", "shutting_down")]
 
     # Still draining: a new session of each is refused as one at capacity is, with 1013.
     for url in urls.values():
         async with connect(url) as late:
             _, code = await messages_until_closed(late)
         assert code == 1013, url
+    async with AsyncTcpClient("127.0.0.1", live.settings.wyoming_port) as late_wyoming:
+        await late_wyoming.write_event(Synthesize(text="Refused while draining.").event())
+        late_events = await wyoming_until_closed(late_wyoming)  # a refused one-shot closes, as wyoming-piper's
+    assert [(e.type, Error.from_event(e).code) for e in late_events] == [("error", "shutting_down")]
     speak = {"text": "Refused while draining."}
     cartesia = {"model_id": "sonic-2", "transcript": speak["text"], "voice": {"mode": "id", "id": "alloy"},
                 "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}}  # fmt: skip

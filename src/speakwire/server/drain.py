@@ -18,6 +18,8 @@ also re-raises the SIGTERM it caught once it is done, so the process dies of the
    most ``Settings.drain_timeout_s`` (25 s: SageMaker's 30 s less room for the steps below).
 3. Close every WebSocket session still open with code 1001 (going away) after the protocol's final event
    saying why (``GoingAway.going_away``): an idle one at once, one still speaking when the time is up cut there.
+   A Wyoming connection still open is one of these sessions too (TCP has no close code): its requests end the
+   Wyoming way, an ``error`` ``shutting_down`` then ``audio-stop`` / ``synthesize-stopped``, and it closes.
 4. Hand over to uvicorn's shutdown (``should_exit``) with ``GRACE_AFTER_DRAIN_S`` as its graceful timeout: by
    now its connections are HTTP responses sending their last bytes, and any HTTP stream still synthesizing past
    the drain timeout, which uvicorn cancels after the grace, dropping the connection before the end of the body
@@ -56,7 +58,7 @@ async def drain(state: ServerState, timeout_s: float) -> None:
     pipeline = state.pipeline
     in_flight = pipeline.active if pipeline is not None else 0
     logger.info(
-        "SIGTERM: draining: admitting nothing new; %d utterance(s) in flight, %d WebSocket session(s) open; "
+        "SIGTERM: draining: admitting nothing new; %d utterance(s) in flight, %d session(s) open; "
         "waiting up to %g s", in_flight, len(state.sessions), timeout_s,
     )  # fmt: skip
     # Step 2: the utterances in flight finish, each with all its audio, unless the time runs out.
@@ -68,11 +70,12 @@ async def drain(state: ServerState, timeout_s: float) -> None:
     left = pipeline.active if pipeline is not None else 0
     if left:
         logger.warning("drain timeout (%g s): %d utterance(s) still in flight are cut", timeout_s, left)
-    # Step 3: every session still open hears why, then close 1001; their own ``finally`` cancels what is left.
+    # Step 3: every session still open hears why, then closes (a WebSocket with 1001); their own ``finally``
+    # cancels what is left.
     sessions = list(state.sessions)
     if sessions:
         await asyncio.gather(*(session.going_away() for session in sessions), return_exceptions=True)
-    logger.info("drain done: %d session(s) closed with 1001, %d utterance(s) cut", len(sessions), left)
+    logger.info("drain done: %d session(s) closed after their final event, %d utterance(s) cut", len(sessions), left)
 
 
 class DrainingServer(uvicorn.Server):

@@ -8,6 +8,11 @@ utterance is admitted and starts synthesizing at once. ``info`` and ``pong`` ans
 A closed connection cancels its synthesis: an end of input (the client half-closed, or left) stops reading
 and lets the requests already made finish, and the first write that fails cancels everything. Every task
 and admission slot is released when the connection ends, however it ends.
+
+A drain (``server.drain``) that ends with a connection still open cuts what it was synthesizing and ends each
+request the Wyoming way, as the WebSocket dialects end theirs with their final event and 1001: an ``error``
+with code ``shutting_down`` saying why (once), then what each request is owed, ``audio-stop`` for a sentence
+whose ``audio-start`` went out and ``synthesize-stopped`` for a stream, then the connection closes.
 """
 
 from __future__ import annotations
@@ -22,7 +27,14 @@ from pathlib import Path
 
 import speakwire
 from speakwire.audio.chunk import float_to_int16_bytes
-from speakwire.errors import NotFoundError, NotReadyError, PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.errors import (
+    NotFoundError,
+    NotReadyError,
+    PayloadTooLargeError,
+    ShuttingDownError,
+    SpeakwireError,
+    TooBusyError,
+)
 from speakwire.server.flow import ReaderStalled, write_stall
 from speakwire.server.options import ResolvedSpeech, SpeechOptions, resolve_speech
 from speakwire.server.speech.input_check import InputErrors, check_input
@@ -46,6 +58,9 @@ INPUT_ERRORS = InputErrors(
     too_long_error=PayloadTooLargeError,
 )
 """How a one-shot ``synthesize`` is refused; ``_speak_once`` gives each refusal its Wyoming error code."""
+GOING_AWAY_TEXT = "Server is shutting down; reconnect to continue (another instance will answer)."
+GOING_AWAY_TIMEOUT_S = 2.0
+"""How long a drain waits for a connection's last events to go out; a client that takes none is dropped."""
 
 
 class _Closed(Exception):
@@ -135,10 +150,17 @@ class WyomingConnection:
         self._stream: Utterance | None = None
         """The open stream's utterance (``synthesize-start`` seen, no ``synthesize-stop`` yet)."""
         self._last_activity = time.monotonic()
+        self._going_away = False
+        """The drain has ended this connection: its synthesis is cut, nothing more is read."""
+        self._told_going_away = False
 
     # ----- lifetime ---------------------------------------------------------------------
 
     async def run(self) -> None:
+        with self.state.open_session(self):  # so a drain can end it (going_away)
+            await self._run()
+
+    async def _run(self) -> None:
         try:
             while True:
                 data = await self._read()
@@ -166,6 +188,36 @@ class WyomingConnection:
             self._writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._writer.wait_closed(), timeout=1)
+
+    async def going_away(self) -> None:
+        """The drain is over (``server.drain``): cut what is synthesizing, end each request the Wyoming way, close.
+
+        Each cut speaker sends, in request order, the ``shutting_down`` error (the first one only) and then
+        what its request is owed (``audio-stop``, ``synthesize-stopped``); a connection with nothing cut
+        still hears the error. Never raises; the connection's own ``finally`` releases what is left.
+        """
+        self._going_away = True
+        self._stream = None  # its synthesize-stop will not be read now
+        for utterance in list(self._utterances):
+            utterance.cancel()  # one whose audio is all made is not cut: it finishes sending
+        said = False
+        with contextlib.suppress(_Closed, ConnectionError, TimeoutError):
+            async with asyncio.timeout(GOING_AWAY_TIMEOUT_S):
+                if self._speakers:
+                    await asyncio.wait(list(self._speakers))
+                await self._say_going_away()
+                said = True
+        if said:
+            self._writer.close()  # after what is buffered; the reader sees the end and ``run`` releases the rest
+        else:
+            self._writer.transport.abort()  # a client that takes nothing (or is gone) is not waited for
+
+    async def _say_going_away(self, *endings: bytes) -> None:
+        """``endings`` of a request cut by the drain, after the ``shutting_down`` error if not yet sent."""
+        told = [] if self._told_going_away else [p.error(GOING_AWAY_TEXT, "shutting_down")]
+        self._told_going_away = True
+        if told or endings:
+            await self._send(*told, *endings)
 
     async def _read(self) -> bytes:
         """The next bytes from the client; b"" at its end, or after the idle timeout with nothing in progress."""
@@ -265,6 +317,9 @@ class WyomingConnection:
     # ----- client events ----------------------------------------------------------------
 
     async def _dispatch(self, event: p.Event) -> None:
+        if self._going_away:
+            logger.debug("wyoming: ignored %s: the connection is closing for the drain", event.type)
+            return
         try:
             command = self._session.receive(p.parse_event(event))
         except p.WyomingError as exc:
@@ -403,6 +458,9 @@ class WyomingConnection:
                 elif isinstance(event, UtteranceFinished) and not event.cancelled:
                     await self._send_chunks(rate, chunker.flush())
                     await self._send(p.audio_stop())
+                elif isinstance(event, UtteranceFinished) and self._going_away:
+                    await self._send_chunks(rate, chunker.flush())
+                    await self._say_going_away(*([p.audio_stop()] if started else []))
         finally:
             self._release(utterance)
 
@@ -410,10 +468,12 @@ class WyomingConnection:
         """Each sentence its own ``audio-start`` … ``audio-stop`` as it is spoken, then ``synthesize-stopped``."""
         rate = utterance.output_rate
         chunker = p.PcmChunker()
+        speaking = False  # an audio-start went out whose audio-stop has not
         try:
             async for event in utterance.events():
                 if isinstance(event, SegmentStarted):
                     chunker = p.PcmChunker()
+                    speaking = True
                     await self._send(p.audio_start(rate))
                 elif isinstance(event, AudioReady):
                     await self._send_chunks(rate, chunker.add(float_to_int16_bytes(event.samples)))
@@ -422,9 +482,13 @@ class WyomingConnection:
                     if event.error is not None:
                         await self._send(p.error(f"Sentence {event.index} failed: {event.error.message}",
                                                  "synthesis_failed"))  # fmt: skip
+                    speaking = False
                     await self._send(p.audio_stop())
                 elif isinstance(event, UtteranceFinished) and not event.cancelled:
                     await self._send(p.synthesize_stopped())
+                elif isinstance(event, UtteranceFinished) and self._going_away:
+                    await self._send_chunks(rate, chunker.flush())
+                    await self._say_going_away(*([p.audio_stop()] if speaking else []), p.synthesize_stopped())
         finally:
             self._release(utterance)
 
@@ -436,6 +500,8 @@ class WyomingConnection:
 def _error_code(exc: SpeakwireError) -> p.ErrorCode:
     if isinstance(exc, NotFoundError):
         return "voice_not_found" if exc.param == "voice" else "bad_request"
+    if isinstance(exc, ShuttingDownError):
+        return "shutting_down"
     if isinstance(exc, TooBusyError):
         return "busy"
     if isinstance(exc, NotReadyError):

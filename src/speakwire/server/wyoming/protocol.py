@@ -44,7 +44,8 @@ MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 
 ErrorCode = Literal[
     "invalid_frame", "invalid_event", "no_stream", "stream_open", "nothing_to_speak", "voice_not_found",
-    "language_not_found", "bad_request", "too_large", "busy", "not_ready", "synthesis_failed", "internal_error",
+    "language_not_found", "bad_request", "too_large", "busy", "shutting_down", "not_ready", "synthesis_failed",
+    "internal_error",
 ]  # fmt: skip
 
 _LANGUAGE_CODES = {
