@@ -8,21 +8,34 @@ that do not step this time (free, prefilling, waiting for text, sitting out) are
 out, so no state is gathered and no index is sent from the host. What the host does per step:
 
 * marks the stepping slots in ``active`` (only when the set changed; ``fill_`` with a Python scalar, no
-  copy from host memory), copies each row's next text embedding into ``text`` (device to device) and
+  copy from host memory), copies the rows' next text embeddings into ``text`` (device to device: one copy
+  when the rows hold slots 0..n-1) and
   draws each sampling row's noise for the frame in one ``exponential_`` from the row's own generator
   into ``noise`` (15 code-predictor draws, then the talker's, in the order the package draws them);
 * runs the step (``_body``: code predictor, codes read back into the talker, one talker decode,
   sampling) or replays its CUDA graph;
 * reads back one small tensor, ``out`` (the frame's 16 codes and the next code per slot).
 
-The talker decode is written out here, with the package's modules doing the arithmetic (projections,
-norms, MLP, heads): rotary tables once per step, each row's keys and values written in place at its own
-position of its own slot (``scatter_``) and read in place (the prefix of slots is a view), attention by
-``scaled_dot_product_attention`` with native GQA (``enable_gqa``) and a per-row length mask. The code
-predictor runs the package's layers over a 16-position static cache with its rotary tables computed at
-load. Sampling is ``sampling.sample_rows``'s arithmetic with per-slot settings; top-k takes the k-th
-value from ``topk`` (at most ``TOPK_CAP``; a larger k, or a top-p below 1, makes that step run eagerly
-with a full sort, never graphed).
+The talker decode is written out here, with the package's weights and the package's arithmetic, in as few
+ops as give the same numbers (each op is a kernel launch, and a node of the CUDA graph):
+
+* every RMSNorm is one ``rms_norm`` (``package_rms_norm``; one fused kernel on CUDA; the weight a second
+  op below float32, where the package rounds before applying it); queries and keys are normed and rotated
+  together, with q, k and v from one matmul and the MLP's gate and up from another (``_MergedProjections``);
+* the talker's rotary is a table of every position made at load, read with one ``index_select``; each row's
+  keys and values are written in place at its own position of its own slot (``scatter_``) and read in place
+  (the prefix of slots is a view); attention is ``scaled_dot_product_attention`` with native GQA
+  (``enable_gqa``) and a per-row length mask, made additive once per step;
+* the code predictor runs the package's layers, written out the same way, over a 16-position static cache
+  with rotary tables made at load; the talker reads back the codebook embeddings the predictor looked up;
+* sampling is ``sampling.sample_rows``'s arithmetic with per-slot settings; top-k takes the k-th value from
+  ``topk`` (at most ``TOPK_CAP``; a larger k, or a top-p below 1, makes that step run eagerly with a full
+  sort, never graphed); a greedy stage samples with temperature 1, top-k 1 and noise 1, which is argmax.
+
+The step runs under inference mode (``_body``). Under it the dispatcher sees composite ops whole
+(``rms_norm``, ``linear``, ``scaled_dot_product_attention``, ``softmax``), as CUDA runs them: one kernel
+each. On CPU ``rms_norm`` still runs as its six-op composite; the profile
+(``bench/qwen3_step_profile.py --breakdown``) counts what the dispatcher sees.
 
 The tests compare it with the eager loop (``GenerationLoop`` with ``use_static_step(False)``) and with the
 package's ``generate_*``: the same codes, greedy and sampled, in padded buckets, with rows joining,
