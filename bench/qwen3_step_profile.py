@@ -346,6 +346,7 @@ def main() -> None:
     parser.add_argument("--rows", action="append", help="batch sizes, repeatable or comma-separated; default 16")
     parser.add_argument("--max-len", type=int, default=256, help="talker positions per slot (KV memory)")
     parser.add_argument("--timed-steps", type=int, default=3)
+    parser.add_argument("--dtype", default="float32", help="model dtype (bfloat16: what CUDA runs by default)")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--checkpoints", type=Path, default=Path("/tmp/speakwire-qwen3-arch"),
                         help="where the random checkpoints are built (reused when present)")  # fmt: skip
@@ -375,7 +376,7 @@ def main() -> None:
             args.checkpoints.mkdir(parents=True, exist_ok=True)
             build_random_checkpoint(args.checkpoints, name, device="cpu", dtype=torch.float32)
         slots = max(16, *levels)
-        engine = load_qwen3_engine(str(path), device="cpu", dtype="float32", max_batch=slots, max_len=args.max_len)
+        engine = load_qwen3_engine(str(path), device="cpu", dtype=args.dtype, max_batch=slots, max_len=args.max_len)
         if engine.loop.slots < slots:
             raise SystemExit(f"only {engine.loop.slots} KV slots fit the CPU budget at --max-len {args.max_len}; "
                              f"{slots} are needed: lower --max-len")  # fmt: skip
@@ -410,7 +411,8 @@ def write_results(out: Path, results: list[dict[str, Any]], args: Any) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     machine = {"platform": platform.platform(), "processor": _cpu_name(), "cpus": _cpus(),
-               "torch": torch.__version__, "threads": args.threads, "max_len": args.max_len}  # fmt: skip
+               "torch": torch.__version__, "threads": args.threads, "max_len": args.max_len,
+               "dtype": args.dtype}  # fmt: skip
     (out / "results.json").write_text(json.dumps({"machine": machine, "label": args.label, "results": results},
                                                  indent=2) + "\n")  # fmt: skip
     lines = [
