@@ -20,10 +20,13 @@ also re-raises the SIGTERM it caught once it is done, so the process dies of the
    saying why (``GoingAway.going_away``): an idle one at once, one still speaking when the time is up cut there.
    A Wyoming connection still open is one of these sessions too (TCP has no close code): its requests end the
    Wyoming way, an ``error`` ``shutting_down`` then ``audio-stop`` / ``synthesize-stopped``, and it closes.
-4. Hand over to uvicorn's shutdown (``should_exit``) with ``GRACE_AFTER_DRAIN_S`` as its graceful timeout: by
-   now its connections are HTTP responses sending their last bytes, and any HTTP stream still synthesizing past
-   the drain timeout, which uvicorn cancels after the grace, dropping the connection before the end of the body
-   so no client takes a cut stream for complete audio. Then the lifespan shutdown (Wyoming, scheduler, engine).
+4. Hand over to uvicorn's shutdown (``should_exit``): by now its connections are HTTP responses sending their
+   last bytes, and any HTTP stream still synthesizing past the drain timeout. ``GRACE_AFTER_DRAIN_S`` after
+   the shutdown begins, every connection still open is cut here (``DrainingServer._cut``, one log line): its
+   transport is aborted, so the client sees the body end before its end and takes no cut stream for complete
+   audio, and the app, told the client left, returns. uvicorn's own way, cancelling the response's task
+   when its graceful timeout runs out, would log a ``CancelledError`` traceback for each; its timeout is now
+   ``CUT_WAIT_S`` later, a last resort. Then the lifespan shutdown (Wyoming, scheduler, engine).
 5. Exit 0: the SIGTERM that started the drain is not re-raised.
 
 A second SIGTERM, or SIGINT (Ctrl+C) at any time, skips the drain: uvicorn's own shutdown as before.
@@ -45,7 +48,10 @@ from speakwire.server.state import ServerState
 logger = logging.getLogger(__name__)
 
 GRACE_AFTER_DRAIN_S = 2
-"""uvicorn's graceful timeout once the drain is over: responses whose audio is all made finish sending."""
+"""Once the drain is over, how long responses whose audio is all made have to finish sending before the cut."""
+
+CUT_WAIT_S = 1
+"""After the cut, how long uvicorn waits for the cut responses to return before it cancels them (logging each)."""
 
 POLL_S = 0.05
 """How often the drain looks whether the utterances in flight are done (only while draining)."""
@@ -91,6 +97,29 @@ class DrainingServer(uvicorn.Server):
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
 
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        drained = self._drain is not None and self._drain.done()
+        cut = asyncio.get_running_loop().call_later(GRACE_AFTER_DRAIN_S, self._cut) if drained else None
+        try:
+            await super().shutdown(sockets)
+        finally:
+            if cut is not None:
+                cut.cancel()
+
+    def _cut(self) -> None:
+        """Step 4's end: drop every connection still open after the grace (an HTTP stream past the drain timeout)."""
+        connections = list(self.server_state.connections)
+        if not connections:
+            return
+        logger.warning(
+            "drain: %d connection(s) still sending %g s after the drain are cut short (their bodies end early)",
+            len(connections), GRACE_AFTER_DRAIN_S,
+        )  # fmt: skip
+        for connection in connections:
+            transport = getattr(connection, "transport", None)
+            if transport is not None:
+                transport.abort()  # the protocol sees the loss: the app's receive() says the client left
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # uvicorn installs this with signal.signal: it runs on the loop's thread between two bytecodes, so it
         # only schedules the drain (call_soon_threadsafe also wakes a loop asleep in select).
@@ -111,6 +140,6 @@ class DrainingServer(uvicorn.Server):
     def _drained(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             logger.error("drain failed; shutting down now", exc_info=task.exception())
-        # Step 4: uvicorn's shutdown, with only the grace the last responses need.
-        self.config.timeout_graceful_shutdown = GRACE_AFTER_DRAIN_S
+        # Step 4: uvicorn's shutdown; ``shutdown`` cuts what is left after the grace, uvicorn's timeout is a backstop.
+        self.config.timeout_graceful_shutdown = GRACE_AFTER_DRAIN_S + CUT_WAIT_S
         self.should_exit = True
