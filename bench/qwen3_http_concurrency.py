@@ -8,13 +8,19 @@ the round's total audio over its wall time), first-byte p50/p95, the loop's mean
 ``/metrics``, and the two targets as ratios: concurrent/solo throughput (≥ 4×) and concurrent/solo p95
 first audio (≤ 3×).
 
-    python bench/qwen3_http_concurrency.py --out bench/results/qwen3-http-concurrency-2core
+Wall-clock ratios move with whatever else runs on the machine, so each level also reports the server
+process's CPU time (``/proc/<pid>/stat``, all its threads) per second of audio, and the load average
+around it: CPU per audio-second solo over CPU per audio-second at 8 streams is how much the batching
+saves, whatever the machine's load.
+
+    python bench/qwen3_http_concurrency.py --out bench/results/qwen3-http-concurrency-2core/<name>
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -83,6 +89,15 @@ def step_metrics(url: str) -> tuple[float, float]:
     return values.get("speakwire_engine_step_seconds_total", 0.0), values.get("speakwire_engine_steps_total", 0.0)
 
 
+def process_cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of the process so far (all threads), or 0 where /proc is not there."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("bench/results/qwen3-http-concurrency"))
@@ -103,13 +118,13 @@ def main() -> int:
                 "--device", "cpu", "--port", str(port), "--max-streams", "64", "--log-level", "warning"]  # fmt: skip
         body = {"input": TEXT, "response_format": "pcm", "stream_format": "audio", "seed": 1,
                 "max_new_tokens": args.frames}  # fmt: skip
-        with ServerProcess("speakwire-qwen3-tiny", argv, ready_url=f"{url}/ready", log_dir=args.out):
+        with ServerProcess("speakwire-qwen3-tiny", argv, ready_url=f"{url}/ready", log_dir=args.out) as server:
             one_stream(url, body)  # warm the path once more
-            s0 = step_metrics(url)
+            s0, c0, l0 = step_metrics(url), process_cpu_s(server.pid), os.getloadavg()[0]
             solo = [one_stream(url, body) for _ in range(args.repeats)]
-            s1 = step_metrics(url)
+            s1, c1, l1 = step_metrics(url), process_cpu_s(server.pid), os.getloadavg()[0]
             rounds = [concurrent_round(url, body, args.streams) for _ in range(args.rounds)]
-            s2 = step_metrics(url)
+            s2, c2, l2 = step_metrics(url), process_cpu_s(server.pid), os.getloadavg()[0]
 
     solo_first = [first for first, _, _ in solo]
     solo_rate = statistics.median(audio / wall for _, audio, wall in solo)
@@ -117,6 +132,8 @@ def main() -> int:
     concurrent_rate = statistics.median(audio / wall for _, audio, wall in rounds)
     solo_p95, concurrent_p95 = percentile(solo_first, 95), percentile(all_first, 95)
     assert solo_p95 is not None and concurrent_p95 is not None
+    solo_cpu = (c1 - c0) / sum(audio for _, audio, _ in solo)
+    concurrent_cpu = (c2 - c1) / sum(audio for _, audio, _ in rounds)
     result: dict[str, Any] = {
         "machine": describe(),
         "model": "tiny random Qwen3-TTS CustomVoice (tests/qwen3/tiny_checkpoint.py), over HTTP",
@@ -124,13 +141,17 @@ def main() -> int:
         "max_new_tokens": args.frames,
         "solo": {"audio_s_per_s": round(solo_rate, 2), "first_audio_p50_ms": round(statistics.median(solo_first) * 1e3),
                  "first_audio_p95_ms": round(solo_p95 * 1e3), "audio_s": round(solo[0][1], 2),
-                 "host_ms_per_step": _per_step(s0, s1)},
+                 "host_ms_per_step": _per_step(s0, s1), "server_cpu_ms_per_audio_s": round(solo_cpu * 1e3, 1),
+                 "load_average": [round(l0, 2), round(l1, 2)]},
         "concurrent": {"audio_s_per_s": round(concurrent_rate, 2),
                        "first_audio_p50_ms": round(statistics.median(all_first) * 1e3),
                        "first_audio_p95_ms": round(concurrent_p95 * 1e3), "host_ms_per_step": _per_step(s1, s2),
+                       "server_cpu_ms_per_audio_s": round(concurrent_cpu * 1e3, 1),
+                       "load_average": [round(l1, 2), round(l2, 2)],
                        "rounds": [{"audio_s": round(a, 2), "wall_s": round(w, 2)} for _, a, w in rounds]},
         "throughput_ratio": round(concurrent_rate / solo_rate, 2),
         "first_audio_p95_ratio": round(concurrent_p95 / solo_p95, 2),
+        "cpu_per_audio_ratio": round(solo_cpu / concurrent_cpu, 2) if concurrent_cpu else None,
     }  # fmt: skip
     (args.out / "results.json").write_text(json.dumps(result, indent=2))
     (args.out / "results.md").write_text(_markdown(result))
@@ -152,15 +173,18 @@ def _markdown(r: dict[str, Any]) -> str:
             f"{r['model']}; max_new_tokens {r['max_new_tokens']}, seed 1 (every stream the same frames); "
             f"{one_line(r['machine'])}",
             "",
-            "| level | audio-s per s | first audio p50 / p95 ms | host ms per loop step |",
-            "|---|---:|---:|---:|",
+            "| level | audio-s per s | first audio p50 / p95 ms | host ms per loop step | server CPU ms per "
+            "audio-s | load average (before, after) |",
+            "|---|---:|---:|---:|---:|---:|",
             f"| 1 stream | {solo['audio_s_per_s']} | {solo['first_audio_p50_ms']} / {solo['first_audio_p95_ms']} | "
-            f"{solo['host_ms_per_step']} |",
+            f"{solo['host_ms_per_step']} | {solo['server_cpu_ms_per_audio_s']} | {solo['load_average']} |",
             f"| {r['streams']} at once | {many['audio_s_per_s']} | {many['first_audio_p50_ms']} / "
-            f"{many['first_audio_p95_ms']} | {many['host_ms_per_step']} |",
+            f"{many['first_audio_p95_ms']} | {many['host_ms_per_step']} | {many['server_cpu_ms_per_audio_s']} | "
+            f"{many['load_average']} |",
             "",
             f"- throughput {r['throughput_ratio']}x one stream's (target >= 4x); p95 first audio "
-            f"{r['first_audio_p95_ratio']}x solo (target <= 3x).",
+            f"{r['first_audio_p95_ratio']}x solo (target <= 3x); CPU per audio-second "
+            f"{r['cpu_per_audio_ratio']}x lower at {r['streams']} streams.",
             "",
         ]
     )

@@ -218,6 +218,91 @@ def test_concurrent_streams_under_a_small_cap_equal_each_decoded_alone() -> None
     assert batcher.stats.chunks == streams * len(SCHEDULE) and batcher.stats.max_batch <= 2
 
 
+def test_windows_of_different_shapes_decode_in_one_call_each_as_decoded_alone() -> None:
+    """Streams out of step (different history, different chunk sizes, one with a reference's history) share a
+    call, padded on the right; each row's audio is its solo decode."""
+    from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
+    from speakwire.engines.qwen3.stream_decoder import StreamDecoder
+
+    model = decoder(layers=2, window=4)
+    # (frames already decoded, frames in this chunk, reference history) per stream. Frames through the
+    # audio-rate part (conv reach 10 + new): 1 and 2 (first chunks: one call); 12, 13, 14, 22 (one call:
+    # within twice the shortest); 35 (alone).
+    plans = [(0, 1, 0), (0, 2, 0), (6, 8, 0), (30, 25, 0), (14, 3, 0), (0, 2, 12), (20, 12, 0)]
+    frames = [codes(60).roll(5 * i, dims=0) for i in range(len(plans))]
+    batcher = DecodeBatcher(model)
+    try:
+        states, solos, chunks = [], [], []
+        for (done, size, history), f in zip(plans, frames, strict=True):
+            prefix = codes(history) if history else None
+            state, solo = StreamDecoder(model, history=prefix), StreamDecoder(model, history=prefix)
+            if done:
+                state.decode(f[:done])
+                solo.decode(f[:done])
+            states.append(state)
+            solos.append(solo)
+            chunks.append(f[done : done + size])
+        calls = batcher.stats.calls
+        batched = batcher.decode_many([(s, c, None) for s, c in zip(states, chunks, strict=True)])
+        assert batcher.stats.calls - calls == 3
+        assert batcher.stats.max_batch == 4
+        for audio, solo, chunk in zip(batched, solos, chunks, strict=True):
+            assert len(audio) == len(chunk) * 1920
+            np.testing.assert_allclose(audio, solo.decode(chunk), rtol=0, atol=1e-5)
+    finally:
+        batcher.close()
+
+
+def test_chunks_announced_for_a_step_wait_for_each_other_and_share_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop announces a step's chunk ends (``expect``); their consumers hand them over one by one, from
+    threads that wake apart, and code2wav decodes them in one call, not the first one alone."""
+    import threading
+
+    from speakwire.engines.qwen3 import decode_batcher
+    from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
+    from speakwire.engines.qwen3.stream_decoder import StreamDecoder
+
+    monkeypatch.setattr(decode_batcher, "GATHER_S", 60.0)  # only the announced count lets it go
+    model = decoder(layers=2, window=4)
+    streams = 3
+    chunks = [codes(4).roll(i, dims=0) for i in range(streams)]
+    batcher = DecodeBatcher(model)
+    batcher.expect(7, streams)
+    out: list[np.ndarray | None] = [None] * streams
+
+    def consumer(i: int) -> None:
+        out[i] = batcher.decode(StreamDecoder(model), chunks[i], None, 7)
+
+    threads = [threading.Thread(target=consumer, args=(i,)) for i in range(streams)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        batcher.close()
+    assert batcher.stats.calls == 1 and batcher.stats.max_batch == streams
+    for audio, chunk in zip(out, chunks, strict=True):
+        np.testing.assert_allclose(audio, StreamDecoder(model).decode(chunk), rtol=0, atol=1e-5)
+
+
+def test_an_announced_chunk_that_never_comes_does_not_hold_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    from speakwire.engines.qwen3 import decode_batcher
+    from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
+    from speakwire.engines.qwen3.stream_decoder import StreamDecoder
+
+    monkeypatch.setattr(decode_batcher, "GATHER_S", 0.05)
+    model = decoder(layers=2, window=4)
+    batcher = DecodeBatcher(model)
+    try:
+        batcher.expect(3, 2)  # the other consumer's reader stalled: it will not ask now
+        audio = batcher.decode(StreamDecoder(model), codes(2), None, 3)
+        later = batcher.decode(StreamDecoder(model), codes(2), None, 4)  # nothing announced: no wait at all
+    finally:
+        batcher.close()
+    assert len(audio) == len(later) == 2 * 1920 and batcher.stats.calls == 2
+
+
 def test_the_memory_cap_is_what_fits_at_least_one_at_most_the_ceiling() -> None:
     from speakwire.engines.qwen3.decode_batcher import DecodeBatcher, windows_in
 

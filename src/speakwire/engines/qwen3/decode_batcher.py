@@ -1,11 +1,13 @@
 """Code2wav for every stream on one thread, batched: the chunks that are due together decode together.
 
 Each stream keeps its own ``StreamDecoder`` (its history), and asks for its next chunk with
-``decode``. The batcher's thread takes every request waiting, builds each one's window, groups
-them by window shape (streams at the same point of the chunk schedule have the same shape: at
-steady state, all of them) and decodes each group in batched calls of at most ``max_windows``
-windows. While it works, new requests queue up, so the batch grows with the load by itself;
-nothing waits on purpose.
+``decode``. The batcher's thread takes every request waiting, builds each one's window and decodes
+them in as few calls as padding allows (``buckets``): windows of different shapes share a call,
+padded on the right (``decode_windows``), since streams that started a step apart, or with
+different histories, never have one shape. The generation loop ends the chunks of streams that
+are nearly due together with the one that is (``chunk_schedule``), so the requests of one step
+arrive together. While it works, new requests queue up, so the batch grows with the load by
+itself; nothing waits on purpose.
 
 The cap keeps a full house within memory: on CUDA ``fit_to_memory`` derives it at load from the
 peak memory of one window's decode and the memory the loop's plan leaves free; on CPU it is
@@ -22,7 +24,6 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,10 @@ logger = logging.getLogger(__name__)
 
 CPU_MAX_WINDOWS = 64
 """Windows per code2wav call on CPU (memory is not what limits it there)."""
+PAD_SHARE = 2
+"""A call pads its windows to at most this many times its shortest (``buckets``)."""
+GATHER_S = 0.01
+"""How long code2wav waits for the next of a step's announced chunks (``expect``) before it decodes what came."""
 
 
 @dataclass(slots=True)
@@ -43,6 +48,8 @@ class _Request:
     """(n, Q) codes, or a list of (Q,) frames."""
     ready: Any
     """The event of the newest frame (CUDA), or None."""
+    tag: int | None = None
+    """The loop step whose chunk ends this request brings (``expect``), or None."""
     window: DecodeWindow | None = None
     done: threading.Event = field(default_factory=threading.Event)
     audio: Float32Array | None = None
@@ -77,20 +84,31 @@ class DecodeBatcher:
         self.max_windows = max_windows or CPU_MAX_WINDOWS
         self._cond = threading.Condition()
         self._waiting: list[_Request] = []
+        self._expected: dict[int, int] = {}
+        """Per announced step, the chunk requests still on their way."""
         self._closed = False
         self._thread: threading.Thread | None = None
         self.stats = DecodeStats()
 
-    def decode(self, state: StreamDecoder, frames: Any, ready: Any = None) -> Float32Array:
+    def decode(self, state: StreamDecoder, frames: Any, ready: Any = None, tag: int | None = None) -> Float32Array:
         """The audio of ``frames`` for the stream ``state`` (blocks until decoded).
 
         ``frames``: ``(n, Q)`` codes or a list of ``(Q,)`` frames; ``ready``: the event after which they are
         complete (the newest frame's ``Frame.ready``). Without one, on CUDA, the caller's current stream is
-        marked now (for tensors the caller made itself).
+        marked now (for tensors the caller made itself). ``tag``: the step whose announced chunk this is
+        (``expect``; ``Frame.step`` of a ``Frame.chunk_end``).
         """
-        return self.decode_many([(state, frames, ready)])[0]
+        return self.decode_many([(state, frames, ready)], tag)[0]
 
-    def decode_many(self, items: list[tuple[StreamDecoder, Any, Any]]) -> list[Float32Array]:
+    def expect(self, tag: int, count: int) -> None:
+        """``count`` chunk requests tagged ``tag`` are on their way (the loop ended that many chunks in step
+        ``tag``): once one of them is here, code2wav waits for the others (at most ``GATHER_S`` after the last
+        came) so that they share a call. Their consumers are separate threads that wake a moment apart; taken
+        as they came, the first one was often decoded alone and the rest waited behind it."""
+        with self._cond:
+            self._expected[tag] = self._expected.get(tag, 0) + count
+
+    def decode_many(self, items: list[tuple[StreamDecoder, Any, Any]], tag: int | None = None) -> list[Float32Array]:
         """``decode`` for several streams at once (queued together, so they batch together)."""
         import numpy as np
 
@@ -102,13 +120,16 @@ class DecodeBatcher:
                 continue
             if ready is None and self.stream is not None:
                 ready = self.stream.mark()
-            requests.append(_Request(state, frames, ready))
+            requests.append(_Request(state, frames, ready, tag))
         queued = [r for r in requests if r is not None]
         if queued:
             with self._cond:
                 if self._closed:
                     raise RuntimeError("decoder is closed")
                 self._waiting.extend(queued)
+                for arrived in queued:
+                    if arrived.tag in self._expected:
+                        self._expected[arrived.tag] -= 1
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._run, name="qwen3-code2wav", daemon=True)
                     self._thread.start()
@@ -164,15 +185,25 @@ class DecodeBatcher:
                     self._cond.wait()
                 if self._closed and not self._waiting:
                     return
+                self._gather()
                 batch, self._waiting = self._waiting, []
-            groups: dict[tuple[int, int, int], list[_Request]] = defaultdict(list)
-            for request in self._windows(batch):
-                assert request.window is not None
-                groups[request.window.shape].append(request)
-            cap = self.max_windows
-            for requests in groups.values():
-                for first in range(0, len(requests), cap):
-                    self._decode(requests[first : first + cap])
+                newest = max((r.tag for r in batch if r.tag is not None), default=None)
+                if newest is not None:  # what has not come for these steps (or older ones) is not waited for
+                    self._expected = {tag: left for tag, left in self._expected.items() if tag > newest}
+            for requests in buckets(self._windows(batch), self.max_windows):
+                self._decode(requests)
+
+    def _gather(self) -> None:
+        """With the lock held: wait while chunks announced for the waiting requests' steps are still coming,
+        each at most ``GATHER_S`` after the one before."""
+        while not self._closed:
+            tags = {r.tag for r in self._waiting if r.tag is not None}
+            if not any(self._expected.get(tag, 0) > 0 for tag in tags):
+                return
+            before = len(self._waiting)
+            self._cond.wait(GATHER_S)
+            if len(self._waiting) == before:
+                return  # none came in time: a consumer is busy elsewhere (its reader is slow) or gone
 
     def _windows(self, batch: list[_Request]) -> list[_Request]:
         """Build each request's window (on the decode stream, after its frames' event); those that fail end."""
@@ -220,6 +251,29 @@ class DecodeBatcher:
             for request in requests:
                 request.window = None
                 request.done.set()
+
+
+def buckets(requests: list[_Request], cap: int) -> list[list[_Request]]:
+    """The requests in decode calls: shortest first, each call at most ``cap`` windows of at most
+    ``PAD_SHARE`` times its shortest span (frames through the audio-rate part; shorter ones are padded).
+
+    Shortest first: a new stream's first chunk (a couple of frames, no history) does not wait behind the
+    long chunks of streams that have audio buffered; a bound on the padding keeps it from costing more
+    than the calls it saves."""
+    ordered = sorted(requests, key=lambda request: _span(request.window))
+    calls: list[list[_Request]] = []
+    for request in ordered:
+        span = _span(request.window)
+        if calls and len(calls[-1]) < cap and span <= PAD_SHARE * _span(calls[-1][0].window):
+            calls[-1].append(request)
+        else:
+            calls.append([request])
+    return calls
+
+
+def _span(window: DecodeWindow | None) -> int:
+    assert window is not None
+    return int(window.codes.shape[1]) - window.latent_skip
 
 
 def windows_in(free_bytes: int, per_window: int, ceiling: int) -> int:

@@ -152,6 +152,7 @@ class Qwen3Engine:
         )
         self.loop = GenerationLoop(tts, BatchedTalker(tts, cache), PromptBuilder(tts), prefill_chunk=prefill_chunk)
         self.decoding = DecodeBatcher(self._decoder, max_windows=decode_batch)
+        self.loop.on_chunk_ends = self.decoding.expect  # a step's chunks decode in one call
         self._decode_batch_set = decode_batch is not None
         self._tap = FrameTap(tts)
         self._generating = threading.Lock()
@@ -215,11 +216,15 @@ class Qwen3Engine:
         """
         return Qwen3TextStream(self, request)
 
-    def open_row(self, request: SynthesisRequest) -> Row:
-        """The request as a row of the generation loop: codec frames out, no decoding (tests, benchmarks)."""
+    def open_row(self, request: SynthesisRequest, *, chunks: Sequence[int] | None = None, stream: object = None) -> Row:
+        """The request as a row of the generation loop: codec frames out, no decoding (tests, benchmarks).
+
+        ``chunks``: the frames per code2wav chunk the caller decodes in (``stream_schedule``); the loop then
+        marks where each chunk ends, in step with other streams' rows (``Frame.chunk_end``). ``stream``: the
+        utterance the row is part of (``Qwen3TextStream``)."""
         return self.loop.submit(
             self._voice(request), self._sampling(request), seed=int(request.seed or 0),
-            max_new_tokens=request.max_new_tokens,
+            max_new_tokens=request.max_new_tokens, chunks=chunks, stream=stream,
         )  # fmt: skip
 
     @property
@@ -430,6 +435,8 @@ def load_qwen3_engine(
     torch_dtype = resolve_dtype(torch, dtype, device)
     share = memory_fraction(gpu_memory_utilization)
     apply_memory_fraction(torch, device, share)
+    if device == "cpu":
+        _share_cpu_threads(torch)
     kwargs: dict[str, Any] = {"dtype": torch_dtype, "device_map": device}
     if os.path.isdir(model):
         kwargs["local_files_only"] = True
@@ -463,6 +470,21 @@ def load_qwen3_engine(
             logger.exception("qwen3: measuring code2wav's memory failed; it batches at most %d windows",
                              engine.decoding.max_windows)  # fmt: skip
     return engine
+
+
+def _share_cpu_threads(torch: Any) -> None:
+    """On CPU the generation loop and code2wav run ops at the same time, from two threads, each with its own
+    team of intra-op threads: give each half the cores, so the two teams do not oversubscribe them.
+
+    With torch's default (one thread per core) both teams spin on OpenMP barriers while the other holds the
+    cores; on 2 cores that about doubled the loop thread's CPU per step. Only ever lowers the count, and an
+    explicit ``OMP_NUM_THREADS`` is left alone."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return
+    threads = min(int(torch.get_num_threads()), max(1, (os.cpu_count() or 1) // 2))
+    if threads < torch.get_num_threads():
+        torch.set_num_threads(threads)
+        logger.info("qwen3: %d intra-op threads per CPU thread (the loop's and code2wav's)", threads)
 
 
 def _log_loaded(engine: Qwen3Engine, tts: Any, device: str, dtype: str, seconds: float) -> None:

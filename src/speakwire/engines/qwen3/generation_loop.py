@@ -21,10 +21,12 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from speakwire.engines.qwen3.batched_talker import BatchedTalker
+from speakwire.engines.qwen3.chunk_schedule import ChunkSchedule, end_chunks
 from speakwire.engines.qwen3.frame_budget import MAX_FRAMES, frame_budget
 from speakwire.engines.qwen3.sampling import MIN_NEW_TOKENS, RowSampling, sample_rows
 from speakwire.engines.qwen3.static_step import StaticStep
@@ -52,6 +54,11 @@ class Frame:
     ready: Any = None
     """On CUDA, the event the loop recorded right after the step that made ``codes`` (on the step's stream):
     code2wav waits on it, not on the loop's stream (``stream_sync``); None on CPU."""
+    chunk_end: bool = False
+    """The row's code2wav chunk ends with this frame (``chunk_schedule``; only for rows submitted with
+    ``chunks``): decode the frames since the last one now, together with the other rows of this step."""
+    step: int = 0
+    """The loop step that made the frame (``GenerationLoop.on_chunk_ends`` counts chunk ends per step)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +76,20 @@ class Row:
     """One utterance in the loop, seen from its caller: feed text, read frames, cancel."""
 
     def __init__(
-        self, loop: GenerationLoop, voice: VoiceSpec, sampling: RowSampling, seed: int, max_new_tokens: int | None
+        self,
+        loop: GenerationLoop,
+        voice: VoiceSpec,
+        sampling: RowSampling,
+        seed: int,
+        max_new_tokens: int | None,
+        chunks: Sequence[int] | None = None,
+        stream: object = None,
     ) -> None:
         self.voice = voice
+        self.chunks = tuple(chunks) if chunks else None
+        """Frames per code2wav chunk (the last repeats) when the row's frames are decoded in chunks."""
+        self.stream = stream
+        """The utterance the row speaks part of (``ChunkSchedule.stream``)."""
         self.sampling = sampling
         self.seed = seed
         self.max_new_tokens = max_new_tokens
@@ -135,6 +153,8 @@ class _Active:
     first_frame_at: float | None = None
     prompt: Any = None
     """Prompt embeddings still to run (chunked prefill); None once running."""
+    chunks: ChunkSchedule | None = None
+    """Where the row's code2wav chunks end (``Frame.chunk_end``); None for a row read frame by frame."""
 
     def lead_s(self, now: float) -> float:
         """Audio produced beyond what a real-time listener has played since the first frame."""
@@ -216,6 +236,9 @@ class GenerationLoop:
         self._idle = threading.Event()
         self._idle.set()
         self.stats = LoopStats()
+        self.on_chunk_ends: Callable[[int, int], None] | None = None
+        """Told ``(step, count)`` before a step's frames go out, when ``count`` of them end a chunk: code2wav
+        then waits for all of that step's chunks, which are on their way, and decodes them in one call."""
         self.failed_steps = 0
         """Consecutive steps that raised; a step that works resets it."""
         self.health_error: str | None = None
@@ -237,9 +260,24 @@ class GenerationLoop:
         with self._cond:
             return len(self._free)
 
-    def submit(self, voice: VoiceSpec, sampling: RowSampling, *, seed: int, max_new_tokens: int | None = None) -> Row:
-        """A new utterance; it starts once it has a slot and its first text token."""
-        row = Row(self, voice, sampling, seed, max_new_tokens)
+    def submit(
+        self,
+        voice: VoiceSpec,
+        sampling: RowSampling,
+        *,
+        seed: int,
+        max_new_tokens: int | None = None,
+        chunks: Sequence[int] | None = None,
+        stream: object = None,
+    ) -> Row:
+        """A new utterance; it starts once it has a slot and its first text token.
+
+        ``chunks``: frames per code2wav chunk (the last repeats), when its frames are decoded in chunks: the
+        loop then marks where each chunk ends (``Frame.chunk_end``), aligned with other streams' rows.
+        ``stream``: what the row's audio is part of (rows of one utterance do not align with each other)."""
+        if chunks is not None:
+            ChunkSchedule(chunks)  # a bad schedule fails here, in the caller, not in the loop
+        row = Row(self, voice, sampling, seed, max_new_tokens, chunks, stream)
         with self._cond:
             if self._closed:
                 raise RuntimeError("generation loop is closed")
@@ -339,6 +377,7 @@ class GenerationLoop:
                 continue
             generator = self._torch.Generator(device=self._device).manual_seed(int(row.seed))
             active = _Active(row, slot, voice, generator, prefix_tokens=len(voice.track_prefix_ids))
+            active.chunks = ChunkSchedule(row.chunks, row.stream) if row.chunks else None
             self._active[row] = active  # from here on, _end frees the slot
             try:
                 self._start_prompt(active, ids, done)  # False: an ICL row waits for text, keeping its slot
@@ -531,9 +570,10 @@ class GenerationLoop:
         frames, codes = state.run(
             [(a.slot, self._text_at(a), a.row.sampling, a.generator) for a in rows], span
         )
-        self._emit(rows, [frames[a.slot] for a in rows], self.step_events.record())
         column = state.codebooks
-        self._finish_step(rows, [int(codes[a.slot, column]) for a in rows])
+        next_codes = [int(codes[a.slot, column]) for a in rows]
+        self._emit(rows, [frames[a.slot] for a in rows], self.step_events.record(), next_codes)
+        self._finish_step(rows, next_codes)
 
     def _advance_eager(self, rows: list[_Active]) -> None:
         """The reference step: the package's layers over ``SlotKVCache``, state gathered from the slots per step."""
@@ -546,7 +586,6 @@ class GenerationLoop:
             past, first, [a.row.sampling.predictor for a in rows], [a.generator for a in rows]
         )
         frames = torch.cat((first.unsqueeze(1), residuals), dim=1)
-        self._emit(rows, [frames[i] for i in range(len(rows))], self.step_events.record())
 
         text = torch.cat([self._text_at(a) for a in rows], dim=0)
         embeds = talker.embed_codes(frames) + text
@@ -568,16 +607,33 @@ class GenerationLoop:
         state.seen[index, codes] = True
         state.length[index] += 1
         state.frames[index] += 1
-        self._finish_step(rows, codes.tolist())
+        next_codes = codes.tolist()
+        self._emit(rows, [frames[i] for i in range(len(rows))], self.step_events.record(), next_codes)
+        self._finish_step(rows, next_codes)
 
-    def _emit(self, rows: list[_Active], frames: list[Any], ready: Any) -> None:
+    def _emit(self, rows: list[_Active], frames: list[Any], ready: Any, next_codes: list[int]) -> None:
+        """Each row's frame of this step to its listener; ``next_codes``: the codes the step sampled next (a
+        row that ends now ends its chunk with this frame)."""
         now = time.monotonic()
-        for active, codes in zip(rows, frames, strict=True):
+        step = self.stats.steps
+        last = [self._ends_after(a, code) for a, code in zip(rows, next_codes, strict=True)]
+        ends = end_chunks([a.chunks for a in rows], last)
+        if self.on_chunk_ends is not None and any(ends):
+            self.on_chunk_ends(step, sum(ends))
+        for active, codes, end in zip(rows, frames, ends, strict=True):
             if active.first_frame_at is None:
                 active.first_frame_at = now
             active.frames += 1
             read = max(0, active.consumed + active.steps - active.prefix_tokens)
-            active.row.events.put(Frame(codes, active.row.text_read(read), ready))
+            active.row.events.put(Frame(codes, active.row.text_read(read), ready, end, step))
+
+    def _ends_after(self, active: _Active, code: int) -> bool:
+        """Whether the row ends after its frame of this step (before ``_emit`` counts it)."""
+        return (
+            code == self._eos
+            or active.frames + 1 >= active.row.max_frames
+            or active.length + 2 >= self.talker.cache.max_len
+        )
 
     def _finish_step(self, rows: list[_Active], codes: list[int]) -> None:
         for active, code in zip(rows, codes, strict=True):

@@ -168,17 +168,44 @@ def largest_window(decoder: Any, frames: int) -> DecodeWindow:
 
 
 def decode_windows(decoder: Any, windows: list[DecodeWindow]) -> list[Float32Array]:
-    """Decode windows of one shape as one batch: each row's new audio, float32 on the host."""
+    """Decode windows as one batch: each row's new audio, float32 on the host.
+
+    Windows of one shape stack as they are. Windows of different shapes (streams at different points of
+    their schedule or history) are padded on the right, in both passes: the decoder is causal, so frames
+    after a row's own end change nothing of what that row keeps, and each row is cut at its own skips and
+    end. One call instead of one per shape is what makes code2wav batch when streams are out of step.
+    """
     import torch
 
     first = windows[0]
-    assert all(window.shape == first.shape for window in windows), "one batch, one window shape"
     with torch.inference_mode():
-        codes = torch.stack([window.codes for window in windows])  # (B, Q, T)
-        latent = _latent(decoder, codes)[..., first.latent_skip :]
-        wave = _waveform(decoder, latent)[:, 0, first.wave_skip :]
-        host = wave.float().cpu().numpy()
-    return [np.ascontiguousarray(row, dtype=np.float32) for row in host]
+        if all(window.shape == first.shape for window in windows):
+            codes = torch.stack([window.codes for window in windows])  # (B, Q, T)
+            latent = _latent(decoder, codes)[..., first.latent_skip :]
+            wave = _waveform(decoder, latent)[:, 0, first.wave_skip :]
+            host = wave.float().cpu().numpy()
+            return [np.ascontiguousarray(row, dtype=np.float32) for row in host]
+        lengths = [int(window.codes.shape[1]) for window in windows]
+        codes = torch.stack([_pad_right(window.codes, max(lengths)) for window in windows])
+        latent = _latent(decoder, codes)
+        spans = [length - window.latent_skip for window, length in zip(windows, lengths, strict=True)]
+        latent = torch.stack(
+            [_pad_right(latent[i, :, w.latent_skip : lengths[i]], max(spans)) for i, w in enumerate(windows)]
+        )
+        wave = _waveform(decoder, latent)[:, 0].float().cpu().numpy()
+    samples = int(decoder.total_upsample)
+    return [
+        np.ascontiguousarray(wave[i, window.wave_skip : span * samples], dtype=np.float32)
+        for i, (window, span) in enumerate(zip(windows, spans, strict=True))
+    ]
+
+
+def _pad_right(tensor: Any, length: int) -> Any:
+    """``tensor`` (C, T) with zeros after its last step up to ``length`` steps."""
+    import torch
+
+    missing = length - int(tensor.shape[-1])
+    return tensor if missing == 0 else torch.nn.functional.pad(tensor, (0, missing))
 
 
 def _latent(decoder: Any, codes: Any) -> Any:

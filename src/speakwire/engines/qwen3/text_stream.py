@@ -21,7 +21,7 @@ import itertools
 import queue
 import re
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from typing import Protocol
 
 from speakwire.audio.chunk import AudioChunk
@@ -62,7 +62,9 @@ class RowSource(Protocol):
     @property
     def decoding(self) -> DecodeBatcher: ...
 
-    def open_row(self, request: SynthesisRequest) -> Row: ...
+    def open_row(
+        self, request: SynthesisRequest, *, chunks: Sequence[int] | None = None, stream: object = None
+    ) -> Row: ...
 
     def open_decoder(self, request: SynthesisRequest) -> StreamDecoder: ...
 
@@ -168,7 +170,7 @@ class Qwen3TextStream:
         index = self._pieces.index(piece)
         if index:
             request = dataclasses.replace(request, seed=int(request.seed or 0) + index, extra=dict(request.extra))
-        piece.row = engine.open_row(request)
+        piece.row = engine.open_row(request, chunks=engine.stream_schedule, stream=self)
         if piece.text:
             piece.row.feed(piece.text)
         if piece.closed:
@@ -205,8 +207,6 @@ class Qwen3TextStream:
         row = piece.row
         assert row is not None
         decoder = engine.open_decoder(request)
-        sizes = itertools.chain(engine.stream_schedule, itertools.repeat(engine.stream_schedule[-1]))
-        want = next(sizes)
         pending: list[Frame] = []
         text_read = piece.start
         next_opened = False
@@ -229,12 +229,13 @@ class Qwen3TextStream:
                     if not next_opened and piece.closed and event.text_read >= len(piece.text.rstrip()):
                         next_opened = True  # only its last words are left to speak
                         self._open_next(piece)
-                while pending and (len(pending) >= want or end is not None):
-                    take, pending = pending[:want], pending[want:]
+                if pending and (pending[-1].chunk_end or end is not None):
+                    # The loop ends chunks in ``stream_schedule`` sizes, in step with other rows' (they batch).
                     # Stacked and windowed on code2wav's stream, after the newest frame's event (CUDA).
-                    audio = engine.decoding.decode(decoder, [f.codes for f in take], take[-1].ready)
+                    take, pending = pending, []
+                    tag = take[-1].step if take[-1].chunk_end else None
+                    audio = engine.decoding.decode(decoder, [f.codes for f in take], take[-1].ready, tag)
                     yield AudioChunk(audio, engine.info.sample_rate), text_read
-                    want = next(sizes)
         finally:
             if end is None:
                 self.cancel()  # the consumer is gone: free the slots before the loop's next step

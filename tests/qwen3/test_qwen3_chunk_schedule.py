@@ -1,0 +1,69 @@
+"""The loop ends code2wav chunks in step across streams, so streams a step apart share code2wav calls."""
+
+from __future__ import annotations
+
+import pytest
+
+from speakwire.engines.qwen3.chunk_schedule import ChunkSchedule, end_chunks
+
+SCHEDULE = (2, 4, 8, 16, 25)
+
+
+def chunk_sizes(rows: list[ChunkSchedule | None], steps: int, joins_at: dict[int, list[int]]) -> list[list[int]]:
+    """Run ``steps`` loop steps; ``joins_at[step]`` are rows that make their first frame from that step on."""
+    active: list[int] = []
+    sizes: list[list[int]] = [[] for _ in rows]
+    counts = [0] * len(rows)
+    for step in range(steps):
+        active += joins_at.get(step, [])
+        ends = end_chunks([rows[i] for i in active])
+        for i, end in zip(active, ends, strict=True):
+            counts[i] += 1
+            if end:
+                sizes[i].append(counts[i])
+                counts[i] = 0
+    return sizes
+
+
+def test_a_row_alone_follows_its_schedule_exactly() -> None:
+    [sizes] = chunk_sizes([ChunkSchedule(SCHEDULE)], 80, {0: [0]})
+    assert sizes == [2, 4, 8, 16, 25, 25]
+
+
+def test_a_burst_admitted_a_step_apart_ends_every_chunk_in_the_same_step() -> None:
+    rows = [ChunkSchedule(SCHEDULE, stream=i) for i in range(8)]
+    sizes = chunk_sizes(rows, 81, {0: [0], 1: list(range(1, 8))})  # the first request got in a step early
+    assert sizes[0] == [2, 4, 8, 16, 25, 25]
+    for late in sizes[1:]:
+        assert late == [1, 4, 8, 16, 25, 25]  # the first chunk ends with the early row's: one frame, sooner
+    # every chunk end is at one step for all eight: one code2wav call per chunk instead of two
+
+
+def test_rows_far_apart_fall_in_step_once_one_has_half_its_next_chunk() -> None:
+    rows = [ChunkSchedule(SCHEDULE, stream="a"), ChunkSchedule(SCHEDULE, stream="b")]
+    sizes = chunk_sizes(rows, 120, {0: [0], 5: [1]})
+    ends = [[sum(s[: k + 1]) + start for k in range(len(s))] for s, start in zip(sizes, (0, 5), strict=True)]
+    shared = set(ends[0]) & set(ends[1])
+    assert len(shared) >= 4  # in step after the first chunks
+    assert all(size >= 1 for s in sizes for size in s)
+    assert min(sizes[1][1:]) >= 2  # never less than half of a chunk after the first
+
+
+def test_rows_of_one_utterance_do_not_join_each_other() -> None:
+    utterance = object()
+    rows = [ChunkSchedule(SCHEDULE, stream=utterance), ChunkSchedule(SCHEDULE, stream=utterance)]
+    sizes = chunk_sizes(rows, 60, {0: [0], 3: [1]})
+    assert sizes[0][:4] == [2, 4, 8, 16] and sizes[1][:3] == [2, 4, 8]
+
+
+def test_rows_read_frame_by_frame_never_end_a_chunk_nor_make_others_end_one() -> None:
+    row = ChunkSchedule(SCHEDULE)
+    assert end_chunks([None, row]) == [False, False]
+    assert end_chunks([None, row]) == [False, True]
+
+
+def test_a_schedule_of_no_frames_is_refused() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        ChunkSchedule((2, 0))
+    with pytest.raises(ValueError, match="positive"):
+        ChunkSchedule(())
