@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from loop_rows import assert_rows_match, collect, loaded_engine, prepared, send, solo_codes, start_row
 from qwen3_testing import noise_clip, steer_eos
 
 from speakwire.engines.base import SynthesisRequest
-from speakwire.engines.qwen3.generation_loop import Frame, Row, RowEnd
+from speakwire.engines.qwen3.generation_loop import Frame
 
 pytestmark = pytest.mark.qwen
 
@@ -40,11 +41,7 @@ def engines(custom_voice_engine: Any, voice_design_engine: Any, base_engine: Any
 
 
 def request(engine: Any, voice: str, *, greedy: bool = False, seed: int = 7, frames: int = FRAMES) -> SynthesisRequest:
-    fields = VOICES[voice]
-    req = SynthesisRequest(seed=seed, max_new_tokens=frames, **fields)
-    if greedy:
-        req.extra["greedy"] = True
-    return engine.prepare(engine.validate(req))
+    return prepared(engine, greedy=greedy, seed=seed, max_new_tokens=frames, **VOICES[voice])
 
 
 def engine_for(engines: dict[str, Any], voice: str) -> Any:
@@ -74,20 +71,8 @@ def package_codes(engine: Any, text: str, req: SynthesisRequest) -> np.ndarray:
     return codes[0 if history is None else int(history.shape[0]) :]
 
 
-def collect(row: Row, *, timeout: float = 60.0, cancel_after: int | None = None) -> tuple[np.ndarray, str]:
-    frames: list[np.ndarray] = []
-    deadline = time.monotonic() + timeout
-    while True:
-        event = row.events.get(timeout=max(0.1, deadline - time.monotonic()))
-        if isinstance(event, RowEnd):
-            assert event.error is None, event.error
-            return np.stack(frames) if frames else np.zeros((0, 16), np.int64), event.reason
-        frames.append(event.codes.cpu().numpy())
-        if cancel_after is not None and len(frames) == cancel_after:
-            row.cancel()
-
-
 def loop_codes(engine: Any, pieces: list[str], req: SynthesisRequest, *, pause_s: float = 0.0) -> np.ndarray:
+    """The codes of a row sent its text in ``pieces``, ``pause_s`` apart."""
     row = engine.open_row(req)
     for piece in pieces:
         row.feed(piece)
@@ -184,25 +169,17 @@ def test_every_row_of_a_mixed_batch_gets_exactly_its_solo_output(custom_voice_en
     for thread in consumers:
         thread.start()
     for row, text in zip(rows, texts, strict=True):
-        row.feed(text)
-        row.finish()
+        send(row, text)
     for thread in consumers:
         thread.join(timeout=120)
-    for i, (codes, reason) in enumerate(results):
-        if i == cancelled:
-            assert reason == "cancelled"
-            np.testing.assert_array_equal(codes[:5], solo[i][:5])
-        else:
-            np.testing.assert_array_equal(codes, solo[i])
+    assert_rows_match(results, solo, cancelled={cancelled: 5})
     assert custom_voice_engine.loop.stats.max_batch >= 4 and base_engine.loop.stats.max_batch >= 3
 
 
 def test_a_cancel_frees_the_slot_within_one_step(custom_voice_engine: Any) -> None:
     loop = custom_voice_engine.loop
     with steer_eos(custom_voice_engine, after=None):
-        row = custom_voice_engine.open_row(request(custom_voice_engine, "CustomVoice", frames=400))
-        row.feed(TEXT)
-        row.finish()
+        row = start_row(custom_voice_engine, request(custom_voice_engine, "CustomVoice", frames=400), TEXT)
         row.events.get(timeout=30)
         row.events.get(timeout=30)
         steps = loop.stats.steps
@@ -219,7 +196,8 @@ def test_a_thousand_random_submit_cancel_cycles_leave_no_slot_tensor_or_thread_b
     import torch
 
     engine, loop = custom_voice_engine, custom_voice_engine.loop
-    collect(_finished(engine, 3))  # warm: lazily created state exists before the baseline
+    # warm: lazily created state exists before the baseline
+    solo_codes(engine, request(engine, "CustomVoice", frames=3), TEXT)
     assert loop.wait_idle(timeout=30)
     gc.collect()
     threads, tensors = threading.active_count(), _tensor_count()
@@ -253,13 +231,6 @@ def test_a_thousand_random_submit_cancel_cycles_leave_no_slot_tensor_or_thread_b
     assert torch.is_tensor(loop.talker.cache.keys)
 
 
-def _finished(engine: Any, frames: int) -> Row:
-    row = engine.open_row(request(engine, "CustomVoice", frames=frames))
-    row.feed(TEXT)
-    row.finish()
-    return row
-
-
 def _tensor_count() -> int:
     import torch
 
@@ -268,23 +239,16 @@ def _tensor_count() -> int:
 
 def test_the_static_predictor_for_cuda_graphs_gives_exactly_the_eager_codes(tiny_checkpoints: dict[str, Any]) -> None:
     """The graph-capturable predictor (static buffers per batch bucket, padded rows), run eagerly on CPU."""
-    from speakwire.engines.qwen3 import load_qwen3_engine
-
-    engine = load_qwen3_engine(str(tiny_checkpoints["custom_voice"]), max_batch=8)
-    engine.loop.use_static_step(False)  # the eager reference step, where the static predictor is used
-    try:
+    with loaded_engine(tiny_checkpoints["custom_voice"], max_batch=8) as engine:
+        engine.loop.use_static_step(False)  # the eager reference step, where the static predictor is used
         mixes = [("CustomVoice", {"seed": s, "frames": 20 + 5 * s, "greedy": s % 2 == 0}) for s in range(5)]
         texts = [TEXT, "Hi there!", "hello world.", TEXT, "this is a test."]
         eager = [loop_codes(engine, [t], request(engine, v, **o)) for (v, o), t in zip(mixes, texts, strict=True)]
         engine.loop.talker.use_static_predictor(capture=False)
         rows = [engine.open_row(request(engine, voice, **opts)) for voice, opts in mixes]
         for row, text in zip(rows, texts, strict=True):
-            row.feed(text)
-            row.finish()
-        static = [collect(row)[0] for row in rows]  # five rows at once: the 8-row bucket, three rows padding
-        for got, expected in zip(static, eager, strict=True):
-            np.testing.assert_array_equal(got, expected)
+            send(row, text)
+        static = [collect(row) for row in rows]  # five rows at once: the 8-row bucket, three rows padding
+        assert_rows_match(static, eager)
         solo = loop_codes(engine, [texts[1]], request(engine, mixes[1][0], **mixes[1][1]))  # one row: bucket 1
         np.testing.assert_array_equal(solo, eager[1])
-    finally:
-        engine.close()

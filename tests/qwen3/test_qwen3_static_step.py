@@ -12,14 +12,16 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
+from loop_rows import assert_rows_match, codes_of, collect, loaded_engine, prepared, send, solo_codes, start_row
 from qwen3_testing import steer_eos
 
 from speakwire.engines.base import SynthesisRequest
-from speakwire.engines.qwen3.generation_loop import Row, RowEnd
+from speakwire.engines.qwen3.generation_loop import Row
 from speakwire.engines.qwen3.sampling import RowSampling, Sampling
 
 pytestmark = pytest.mark.qwen
@@ -29,34 +31,15 @@ TEXTS = [TEXT, "Hi there!", "hello world.", TEXT + " " + TEXT, "this is a test."
 
 
 @pytest.fixture(scope="module")
-def engine(tiny_checkpoints: dict[str, Any]) -> Any:
-    from speakwire.engines.qwen3 import load_qwen3_engine
-
-    loaded = load_qwen3_engine(str(tiny_checkpoints["custom_voice"]), max_batch=8)
-    yield loaded
-    loaded.close()
+def engine(tiny_checkpoints: dict[str, Any]) -> Iterator[Any]:
+    with loaded_engine(tiny_checkpoints["custom_voice"], max_batch=8) as loaded:
+        yield loaded
 
 
 def request(engine: Any, *, seed: int, frames: int, greedy: bool = False, sampling: Any = None) -> SynthesisRequest:
-    req = SynthesisRequest(voice="ryan", language="english", seed=seed, max_new_tokens=frames)
-    if greedy:
-        req.extra["greedy"] = True
-    if sampling is not None:
-        req.extra["sampling"] = sampling
-    return engine.prepare(engine.validate(req))
-
-
-def collect(row: Row, *, cancel_after: int | None = None, timeout: float = 120) -> tuple[np.ndarray, str]:
-    frames: list[np.ndarray] = []
-    deadline = time.monotonic() + timeout
-    while True:
-        event = row.events.get(timeout=max(0.1, deadline - time.monotonic()))
-        if isinstance(event, RowEnd):
-            assert event.error is None, event.error
-            return np.stack(frames) if frames else np.zeros((0, 16), np.int64), event.reason
-        frames.append(event.codes.cpu().numpy())
-        if cancel_after is not None and len(frames) == cancel_after:
-            row.cancel()
+    return prepared(
+        engine, greedy=greedy, sampling=sampling, voice="ryan", language="english", seed=seed, max_new_tokens=frames
+    )
 
 
 def run_mix(engine: Any, specs: list[dict[str, Any]], *, static: bool) -> list[tuple[np.ndarray, str]]:
@@ -72,8 +55,7 @@ def run_mix(engine: Any, specs: list[dict[str, Any]], *, static: bool) -> list[t
         spec = specs[i]
         row = engine.open_row(request(engine, **spec["request"]))
         rows[i] = row
-        row.feed(spec["text"])
-        row.finish()
+        send(row, spec["text"])
         started[i].set()
         results[i] = collect(row, cancel_after=spec.get("cancel_after"))
 
@@ -110,18 +92,22 @@ def _mix() -> list[dict[str, Any]]:
     return specs
 
 
+def _cancelled(specs: list[dict[str, Any]]) -> dict[int, int]:
+    """The rows of a mix cancelled on purpose, with the frames they had when cancelled."""
+    return {i: spec["cancel_after"] for i, spec in enumerate(specs) if spec.get("cancel_after")}
+
+
+def _reasons(results: list[tuple[np.ndarray, str]]) -> list[str]:
+    return [reason for _, reason in results]
+
+
 def test_the_static_step_gives_exactly_the_codes_of_the_eager_step(engine: Any) -> None:
     """Six rows (greedy and sampled) at once: slots 0..5, the 8-row bucket with two padding rows, one cancel."""
     specs = _mix()
     eager = run_mix(engine, specs, static=False)
     static = run_mix(engine, specs, static=True)
-    for i, ((got, reason), (expected, expected_reason)) in enumerate(zip(static, eager, strict=True)):
-        if specs[i].get("cancel_after"):
-            assert reason == expected_reason == "cancelled"
-            np.testing.assert_array_equal(got[:4], expected[:4])
-        else:
-            assert reason == expected_reason
-            np.testing.assert_array_equal(got, expected)
+    assert _reasons(static) == _reasons(eager)
+    assert_rows_match(static, codes_of(eager), cancelled=_cancelled(specs))
     assert engine.loop.stats.max_batch >= 5
 
 
@@ -132,12 +118,7 @@ def test_rows_joining_and_leaving_get_their_solo_codes_on_the_static_step(engine
     solo = [run_mix(engine, [spec], static=False)[0] for spec in specs]
     staggered = [{**spec, "after": 6 * i} for i, spec in enumerate(specs)]
     together = run_mix(engine, staggered, static=True)
-    for i, ((got, reason), (expected, _)) in enumerate(zip(together, solo, strict=True)):
-        if specs[i].get("cancel_after"):
-            assert reason == "cancelled"
-            np.testing.assert_array_equal(got[:4], expected[:4])
-        else:
-            np.testing.assert_array_equal(got, expected)
+    assert_rows_match(together, codes_of(solo), cancelled=_cancelled(specs))
 
 
 def test_a_row_with_top_p_or_a_large_top_k_steps_eagerly_with_the_same_codes(engine: Any) -> None:
@@ -147,9 +128,7 @@ def test_a_row_with_top_p_or_a_large_top_k_steps_eagerly_with_the_same_codes(eng
     specs[0]["request"] = {"seed": 3, "frames": 25, "sampling": wide}
     eager = run_mix(engine, specs, static=False)
     static = run_mix(engine, specs, static=True)
-    for i, ((got, _), (expected, _)) in enumerate(zip(static, eager, strict=True)):
-        n = 4 if specs[i].get("cancel_after") else len(expected)
-        np.testing.assert_array_equal(got[:n], expected[:n])
+    assert_rows_match(static, codes_of(eager), cancelled=_cancelled(specs))
 
 
 def test_greedy_stages_in_slots_that_sampled_before_get_the_eager_codes(engine: Any) -> None:
@@ -164,9 +143,8 @@ def test_greedy_stages_in_slots_that_sampled_before_get_the_eager_codes(engine: 
         {"request": {"seed": 24, "frames": 12, "sampling": predictor_greedy}, "text": TEXTS[0]},
     ]
     for spec in specs:  # one at a time: every row takes slot 0 after the one before it
-        (expected, _), = run_mix(engine, [spec], static=False)
-        (got, _), = run_mix(engine, [spec], static=True)
-        np.testing.assert_array_equal(got, expected)
+        eager = run_mix(engine, [spec], static=False)
+        assert_rows_match(run_mix(engine, [spec], static=True), codes_of(eager))
     assert engine.loop.state.graphable(predictor_greedy)  # a greedy stage's top-k and top-p do not matter
 
 
@@ -226,10 +204,7 @@ def test_a_static_step_builds_no_tensor_from_host_data_and_reads_back_once(engin
         torch.Tensor.numpy = reads("numpy", inner_numpy)  # type: ignore[method-assign]
         rotary.forward = rotary_counted
         try:
-            rows = [engine.open_row(request(engine, seed=s, frames=200, greedy=s == 1)) for s in range(4)]
-            for row in rows:
-                row.feed(TEXT)
-                row.finish()
+            rows = [start_row(engine, request(engine, seed=s, frames=200, greedy=s == 1), TEXT) for s in range(4)]
             while any(row.events.qsize() < 2 for row in rows):
                 time.sleep(0.005)
             wanted.set()
@@ -309,18 +284,10 @@ def test_a_burst_of_16_prompts_runs_in_at_most_two_forwards_with_each_rows_solo_
     tiny_checkpoints: dict[str, Any],
 ) -> None:
     """Rows that arrive in the same turn prefill as one padded forward; every row still gets its solo codes."""
-    from speakwire.engines.qwen3 import load_qwen3_engine
-
-    burst = load_qwen3_engine(str(tiny_checkpoints["custom_voice"]), max_batch=16)
-    try:
+    with loaded_engine(tiny_checkpoints["custom_voice"], max_batch=16) as burst:
         texts = [TEXTS[i % len(TEXTS)] + " hello" * (i % 4) for i in range(16)]
         specs = [{"seed": 40 + i, "frames": 12, "greedy": i % 4 == 0} for i in range(16)]
-        solo = []
-        for spec, text in zip(specs, texts, strict=True):
-            row = burst.open_row(request(burst, **spec))
-            row.feed(text)
-            row.finish()
-            solo.append(collect(row)[0])
+        solo = [solo_codes(burst, request(burst, **spec), text) for spec, text in zip(specs, texts, strict=True)]
         assert burst.loop.wait_idle(timeout=60)
         forwards = []
         hook = burst.tts_model.model.talker.model.layers[0].register_forward_pre_hook(
@@ -329,15 +296,9 @@ def test_a_burst_of_16_prompts_runs_in_at_most_two_forwards_with_each_rows_solo_
         try:
             requests = [request(burst, **spec) for spec in specs]
             with burst.loop._cond:  # all 16 arrive in one turn
-                rows = [burst.open_row(req) for req in requests]
-                for row, text in zip(rows, texts, strict=True):
-                    row.feed(text)
-                    row.finish()
-            together = [collect(row)[0] for row in rows]
+                rows = [start_row(burst, req, text) for req, text in zip(requests, texts, strict=True)]
+            together = [collect(row) for row in rows]
         finally:
             hook.remove()
         assert 1 <= len(forwards) <= 2, forwards
-        for got, expected in zip(together, solo, strict=True):
-            np.testing.assert_array_equal(got, expected)
-    finally:
-        burst.close()
+        assert_rows_match(together, solo)
