@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from itertools import accumulate, pairwise
 from typing import Any
 
 import numpy as np
@@ -12,16 +16,25 @@ pytestmark = pytest.mark.qwen
 
 CODEBOOK, QUANTIZERS = 64, 16
 SCHEDULE = (2, 4, 8, 16, 25, 25)  # 80 frames
+SPANS = list(pairwise(accumulate(SCHEDULE, initial=0)))  # (start, stop) of each chunk of the schedule
+SAMPLES_PER_FRAME = 1920
 
 
-def decoder(*, layers: int, window: int) -> Any:
-    """A random code2wav decoder with the released layout but tiny widths, scaled to speech-like levels."""
+def decoder_classes() -> tuple[Any, Any]:
+    """The package's code2wav decoder config and model classes (skips without the ``[qwen]`` extra)."""
     require_qwen_tts()
-    import torch
     from qwen_tts.core.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import (
         Qwen3TTSTokenizerV2DecoderConfig,
     )
     from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Decoder
+
+    return Qwen3TTSTokenizerV2DecoderConfig, Qwen3TTSTokenizerV2Decoder
+
+
+def decoder(*, layers: int, window: int) -> Any:
+    """A random code2wav decoder with the released layout but tiny widths, scaled to speech-like levels."""
+    Qwen3TTSTokenizerV2DecoderConfig, Qwen3TTSTokenizerV2Decoder = decoder_classes()
+    import torch
 
     torch.manual_seed(0)
     config = Qwen3TTSTokenizerV2DecoderConfig(
@@ -58,6 +71,16 @@ def codes(frames: int) -> Any:
     return torch.randint(0, CODEBOOK, (frames, QUANTIZERS), generator=torch.Generator().manual_seed(1))
 
 
+def streams_of_codes(streams: int, frames: int, *, shift: int) -> list[Any]:
+    """One code sequence per stream: the same random codes, rolled ``shift`` frames further for each stream."""
+    return [codes(frames).roll(shift * i, dims=0) for i in range(streams)]
+
+
+def in_chunks(frames: Any) -> list[Any]:
+    """``frames`` cut as the schedule cuts a stream."""
+    return [frames[start:stop] for start, stop in SPANS]
+
+
 def full_decode(model: Any, frames: Any) -> np.ndarray:
     import torch
 
@@ -65,18 +88,75 @@ def full_decode(model: Any, frames: Any) -> np.ndarray:
         return np.asarray(model(frames.T.unsqueeze(0))[0, 0].numpy())
 
 
+def assert_same_audio(got: Any, expected: Any) -> None:
+    """Equal to float rounding: what batching, padding and streaming may change, and no more."""
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+
+
+@contextlib.contextmanager
+def batcher_of(model: Any, **options: Any) -> Iterator[Any]:
+    """A ``DecodeBatcher`` over ``model``, closed afterwards (its stats stay readable)."""
+    from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
+
+    batcher = DecodeBatcher(model, **options)
+    try:
+        yield batcher
+    finally:
+        batcher.close()
+
+
+def on_threads(target: Callable[[int], None], count: int) -> None:
+    """``target(i)`` for each ``i`` below ``count``, each on a thread of its own, all started before any is joined."""
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+
+def decode_in_step(batcher: Any, model: Any, frames: list[Any]) -> list[np.ndarray]:
+    """Each stream's audio, decoded chunk by chunk through ``batcher`` from a thread of its own; every stream asks
+    for its next chunk at the same moment, as after one loop step."""
+    from speakwire.engines.qwen3.stream_decoder import StreamDecoder
+
+    out: list[list[np.ndarray]] = [[] for _ in frames]
+    gate = threading.Barrier(len(frames))
+
+    def stream_audio(i: int) -> None:
+        state = StreamDecoder(model)
+        for chunk in in_chunks(frames[i]):
+            gate.wait()
+            out[i].append(batcher.decode(state, chunk))
+
+    on_threads(stream_audio, len(frames))
+    return [np.concatenate(pieces) for pieces in out]
+
+
+def assert_streams_in_step_decode_as_alone(streams: int, **options: Any) -> Any:
+    """``streams`` streams decoded in step through one batcher (``options``) each give their full decode alone.
+
+    Returns the batcher's stats, for what the test says of its batches.
+    """
+    model = decoder(layers=2, window=4)
+    frames = streams_of_codes(streams, sum(SCHEDULE), shift=1)
+    solo = [full_decode(model, f) for f in frames]
+    with batcher_of(model, **options) as batcher:
+        audio = decode_in_step(batcher, model, frames)
+    for got, expected in zip(audio, solo, strict=True):
+        assert_same_audio(got, expected)
+    return batcher.stats
+
+
 def test_chunks_decoded_one_by_one_equal_the_full_decode_across_three_windowed_layers() -> None:
     from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 
     model = decoder(layers=3, window=5)
     frames = codes(sum(SCHEDULE))
-    stream, start, pieces = StreamDecoder(model), 0, []
-    for size in SCHEDULE:
-        pieces.append(stream.decode(frames[start : start + size]))
-        start += size
+    stream = StreamDecoder(model)
+    pieces = [stream.decode(chunk) for chunk in in_chunks(frames)]
 
-    assert [len(piece) for piece in pieces] == [size * 1920 for size in SCHEDULE]
-    np.testing.assert_allclose(np.concatenate(pieces), full_decode(model, frames), rtol=0, atol=1e-5)
+    assert [len(piece) for piece in pieces] == [size * SAMPLES_PER_FRAME for size in SCHEDULE]
+    assert_same_audio(np.concatenate(pieces), full_decode(model, frames))
     assert stream.frames_decoded == sum(SCHEDULE)
 
 
@@ -87,13 +167,12 @@ def test_one_window_of_left_context_is_not_enough_with_several_layers() -> None:
 
     frames = codes(sum(SCHEDULE))
     full = full_decode(model, frames)
-    pieces, start = [], 0
+    pieces = []
     with torch.inference_mode():
-        for size in SCHEDULE:
+        for start, stop in SPANS:
             context = min(5, start)
-            chunk = frames[start - context : start + size].T.unsqueeze(0)
-            pieces.append(model(chunk)[0, 0, context * 1920 :].numpy())
-            start += size
+            chunk = frames[start - context : stop].T.unsqueeze(0)
+            pieces.append(model(chunk)[0, 0, context * SAMPLES_PER_FRAME :].numpy())
     assert np.abs(np.concatenate(pieces) - full).max() > 1e-3
 
 
@@ -104,17 +183,13 @@ def test_history_frames_are_context_only_as_in_in_context_cloning() -> None:
     frames = codes(50)
     stream = StreamDecoder(model, history=frames[:20])
     audio = np.concatenate([stream.decode(frames[20:22]), stream.decode(frames[22:50])])
-    np.testing.assert_allclose(audio, full_decode(model, frames)[20 * 1920 :], rtol=0, atol=1e-5)
+    assert_same_audio(audio, full_decode(model, frames)[20 * SAMPLES_PER_FRAME :])
     assert stream.frames_decoded == 30
 
 
 def test_the_released_decoder_needs_576_frames_of_transformer_and_10_of_conv_history() -> None:
-    require_qwen_tts()
+    Qwen3TTSTokenizerV2DecoderConfig, Qwen3TTSTokenizerV2Decoder = decoder_classes()
     import torch
-    from qwen_tts.core.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import (
-        Qwen3TTSTokenizerV2DecoderConfig,
-    )
-    from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Decoder
 
     from speakwire.engines.qwen3.stream_decoder import conv_reach, transformer_reach
 
@@ -125,35 +200,9 @@ def test_the_released_decoder_needs_576_frames_of_transformer_and_10_of_conv_his
 
 
 def test_streams_decoded_together_in_one_batch_equal_each_decoded_alone() -> None:
-    import threading
-
-    from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
-    from speakwire.engines.qwen3.stream_decoder import StreamDecoder
-
-    model = decoder(layers=2, window=4)
     streams = 6
-    frames = [codes(sum(SCHEDULE)).roll(i, dims=0) for i in range(streams)]
-    solo = [full_decode(model, f) for f in frames]
-    batcher = DecodeBatcher(model)
-    out: list[list[np.ndarray]] = [[] for _ in range(streams)]
-    gate = threading.Barrier(streams)
-
-    def stream_audio(i: int) -> None:
-        state, start = StreamDecoder(model), 0
-        for size in SCHEDULE:
-            gate.wait()  # every stream asks for its next chunk at the same moment, as after one loop step
-            out[i].append(batcher.decode(state, frames[i][start : start + size]))
-            start += size
-
-    threads = [threading.Thread(target=stream_audio, args=(i,)) for i in range(streams)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    batcher.close()
-    for i in range(streams):
-        np.testing.assert_allclose(np.concatenate(out[i]), solo[i], rtol=0, atol=1e-5)
-    assert batcher.stats.max_batch > 1 and batcher.stats.calls < streams * len(SCHEDULE)
+    stats = assert_streams_in_step_decode_as_alone(streams)
+    assert stats.max_batch > 1 and stats.calls < streams * len(SCHEDULE)
 
 
 @pytest.mark.parametrize(("streams", "cap"), [(7, 3), (5, 1), (4, 4), (3, 8)])
@@ -161,67 +210,34 @@ def test_windows_due_together_decode_in_batches_of_at_most_the_cap(streams: int,
     """N windows of one shape queued at once: ceil(N / cap) calls per chunk, each chunk its solo decode."""
     import math
 
-    from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
     from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 
     model = decoder(layers=2, window=4)
-    frames = [codes(sum(SCHEDULE)).roll(3 * i, dims=0) for i in range(streams)]
-    batcher = DecodeBatcher(model, max_windows=cap)
+    frames = streams_of_codes(streams, sum(SCHEDULE), shift=3)
     states, solos = [StreamDecoder(model) for _ in range(streams)], [StreamDecoder(model) for _ in range(streams)]
-    start = 0
-    try:
-        for size in SCHEDULE:
+    with batcher_of(model, max_windows=cap) as batcher:
+        for start, stop in SPANS:
             calls = batcher.stats.calls
-            chunk = [f[start : start + size] for f in frames]
+            chunk = [f[start:stop] for f in frames]
             # as the text stream hands them over: a list of (Q,) frames, stacked on the batcher's side
             batched = batcher.decode_many([(s, list(c), None) for s, c in zip(states, chunk, strict=True)])
             assert batcher.stats.calls - calls == math.ceil(streams / cap)
             for audio, solo, c in zip(batched, solos, chunk, strict=True):
-                assert len(audio) == size * 1920
-                np.testing.assert_allclose(audio, solo.decode(c), rtol=0, atol=1e-5)
-            start += size
-    finally:
-        batcher.close()
+                assert len(audio) == (stop - start) * SAMPLES_PER_FRAME
+                assert_same_audio(audio, solo.decode(c))
     assert batcher.stats.chunks == streams * len(SCHEDULE)
     assert batcher.stats.max_batch == min(cap, streams)
 
 
 def test_concurrent_streams_under_a_small_cap_equal_each_decoded_alone() -> None:
-    import threading
-
-    from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
-    from speakwire.engines.qwen3.stream_decoder import StreamDecoder
-
-    model = decoder(layers=2, window=4)
     streams = 6
-    frames = [codes(sum(SCHEDULE)).roll(i, dims=0) for i in range(streams)]
-    solo = [full_decode(model, f) for f in frames]
-    batcher = DecodeBatcher(model, max_windows=2)
-    out: list[list[np.ndarray]] = [[] for _ in range(streams)]
-    gate = threading.Barrier(streams)
-
-    def stream_audio(i: int) -> None:
-        state, start = StreamDecoder(model), 0
-        for size in SCHEDULE:
-            gate.wait()
-            out[i].append(batcher.decode(state, frames[i][start : start + size]))
-            start += size
-
-    threads = [threading.Thread(target=stream_audio, args=(i,)) for i in range(streams)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    batcher.close()
-    for i in range(streams):
-        np.testing.assert_allclose(np.concatenate(out[i]), solo[i], rtol=0, atol=1e-5)
-    assert batcher.stats.chunks == streams * len(SCHEDULE) and batcher.stats.max_batch <= 2
+    stats = assert_streams_in_step_decode_as_alone(streams, max_windows=2)
+    assert stats.chunks == streams * len(SCHEDULE) and stats.max_batch <= 2
 
 
 def test_windows_of_different_shapes_decode_in_one_call_each_as_decoded_alone() -> None:
     """Streams out of step (different history, different chunk sizes, one with a reference's history) share a
     call, padded on the right; each row's audio is its solo decode."""
-    from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
     from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 
     model = decoder(layers=2, window=4)
@@ -229,9 +245,8 @@ def test_windows_of_different_shapes_decode_in_one_call_each_as_decoded_alone() 
     # audio-rate part (conv reach 10 + new): 1 and 2 (first chunks: one call); 12, 13, 14, 22 (one call:
     # within twice the shortest); 35 (alone).
     plans = [(0, 1, 0), (0, 2, 0), (6, 8, 0), (30, 25, 0), (14, 3, 0), (0, 2, 12), (20, 12, 0)]
-    frames = [codes(60).roll(5 * i, dims=0) for i in range(len(plans))]
-    batcher = DecodeBatcher(model)
-    try:
+    frames = streams_of_codes(len(plans), 60, shift=5)
+    with batcher_of(model) as batcher:
         states, solos, chunks = [], [], []
         for (done, size, history), f in zip(plans, frames, strict=True):
             prefix = codes(history) if history else None
@@ -247,60 +262,44 @@ def test_windows_of_different_shapes_decode_in_one_call_each_as_decoded_alone() 
         assert batcher.stats.calls - calls == 3
         assert batcher.stats.max_batch == 4
         for audio, solo, chunk in zip(batched, solos, chunks, strict=True):
-            assert len(audio) == len(chunk) * 1920
-            np.testing.assert_allclose(audio, solo.decode(chunk), rtol=0, atol=1e-5)
-    finally:
-        batcher.close()
+            assert len(audio) == len(chunk) * SAMPLES_PER_FRAME
+            assert_same_audio(audio, solo.decode(chunk))
 
 
 def test_chunks_announced_for_a_step_wait_for_each_other_and_share_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """The loop announces a step's chunk ends (``expect``); their consumers hand them over one by one, from
     threads that wake apart, and code2wav decodes them in one call, not the first one alone."""
-    import threading
-
     from speakwire.engines.qwen3 import decode_batcher
-    from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
     from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 
     monkeypatch.setattr(decode_batcher, "GATHER_S", 60.0)  # only the announced count lets it go
     model = decoder(layers=2, window=4)
     streams = 3
-    chunks = [codes(4).roll(i, dims=0) for i in range(streams)]
-    batcher = DecodeBatcher(model)
-    batcher.expect(7, streams)
+    chunks = streams_of_codes(streams, 4, shift=1)
     out: list[np.ndarray | None] = [None] * streams
+    with batcher_of(model) as batcher:
+        batcher.expect(7, streams)
 
-    def consumer(i: int) -> None:
-        out[i] = batcher.decode(StreamDecoder(model), chunks[i], None, 7)
+        def consumer(i: int) -> None:
+            out[i] = batcher.decode(StreamDecoder(model), chunks[i], None, 7)
 
-    threads = [threading.Thread(target=consumer, args=(i,)) for i in range(streams)]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
-    finally:
-        batcher.close()
+        on_threads(consumer, streams)
     assert batcher.stats.calls == 1 and batcher.stats.max_batch == streams
     for audio, chunk in zip(out, chunks, strict=True):
-        np.testing.assert_allclose(audio, StreamDecoder(model).decode(chunk), rtol=0, atol=1e-5)
+        assert_same_audio(audio, StreamDecoder(model).decode(chunk))
 
 
 def test_an_announced_chunk_that_never_comes_does_not_hold_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
     from speakwire.engines.qwen3 import decode_batcher
-    from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
     from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 
     monkeypatch.setattr(decode_batcher, "GATHER_S", 0.05)
     model = decoder(layers=2, window=4)
-    batcher = DecodeBatcher(model)
-    try:
+    with batcher_of(model) as batcher:
         batcher.expect(3, 2)  # the other consumer's reader stalled: it will not ask now
         audio = batcher.decode(StreamDecoder(model), codes(2), None, 3)
         later = batcher.decode(StreamDecoder(model), codes(2), None, 4)  # nothing announced: no wait at all
-    finally:
-        batcher.close()
-    assert len(audio) == len(later) == 2 * 1920 and batcher.stats.calls == 2
+    assert len(audio) == len(later) == 2 * SAMPLES_PER_FRAME and batcher.stats.calls == 2
 
 
 def test_the_memory_cap_is_what_fits_at_least_one_at_most_the_ceiling() -> None:
@@ -319,10 +318,9 @@ def test_the_largest_window_is_as_long_as_any_window_the_schedule_builds() -> No
     from speakwire.engines.qwen3.stream_decoder import StreamDecoder, largest_window
 
     model = decoder(layers=2, window=4)
-    state, start, longest = StreamDecoder(model, history=codes(40)), 0, (0, 0, 0)
-    for size in SCHEDULE:
-        window = state.window(codes(sum(SCHEDULE))[start : start + size])
+    state, longest = StreamDecoder(model, history=codes(40)), (0, 0, 0)
+    for chunk in in_chunks(codes(sum(SCHEDULE))):
+        window = state.window(chunk)
         assert window is not None
         longest = max(longest, window.shape)
-        start += size
     assert largest_window(model, max(SCHEDULE)).shape == longest
