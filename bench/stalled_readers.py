@@ -15,6 +15,9 @@ The server's sockets get a 128 KiB send buffer and the stalled clients a 64 KiB 
 3. the stalled clients close; after a pause the RSS is read again (against idle);
 4. one ``--http-chars``-character ``POST /v1/audio/speech`` (raw PCM) read at full speed: its peak RSS.
 
+``--parts http`` (or ``stalled``) runs one phase only, after the same idle reading. The warm-up speaks two
+sentences, so that both of Piper's paths have run once before idle is read.
+
     SPEAKWIRE_WRITE_STALL_TIMEOUT=60 python bench/stalled_readers.py --out bench/results/stalled-readers-2core/a.json
 
 Reports the minimum RSS of the idle windows (pages the trim gives back come back slowly) and, above it: the
@@ -56,6 +59,11 @@ SENTENCES = (
     "Your account number ends in four two seven, and the balance is forty dollars. ",
     "Thanks for calling; we will send a confirmation by email within the hour. ",
 )
+
+
+WARM_UP = "Warm up. The second sentence of the warm-up is not latency critical, so it takes the other path."
+"""Both of Piper's paths (the first sentence frame-streamed, later ones in bounded windows) run before idle is read,
+so what they allocate once (kernels, lazily imported modules) is in idle and not in a phase's figure."""
 
 
 def text_of(chars: int) -> str:
@@ -242,6 +250,46 @@ closed window, where a remote client's path would hold a few hundred KB; the ker
 would hide a stalled reader from the server for minutes of audio."""
 
 
+def stalled_summary(
+    args: argparse.Namespace,
+    sampler: RssSampler,
+    stalled: dict[str, Any],
+    idle: float,
+    stall_peak: float,
+    plateau: float,
+    made: list[dict[str, Any]],
+    window: tuple[float, float],
+    after_stalled: float,
+    active_after: float | None,
+) -> dict[str, Any]:
+    """The stalled phase's figures (see the module docstring)."""
+    probes = stalled["first_audio_s"]
+    return {
+        "stalled": {
+            "clients": args.stalled,
+            "peak_above_idle_mib": round(stall_peak - idle, 1),
+            "plateau_window_s": args.plateau_s,
+            "plateau_above_idle_mib": round(plateau - idle, 1),
+            "per_stream_mib": round((plateau - idle) / args.stalled, 1),
+            "audio_made_per_stream_s": [round((p["audio_s"] or 0) / args.stalled, 1) for p in (made[0], made[-1])]
+            if made else None,
+            "server_cpu_cores_in_plateau": round(sampler.cpu_share(*window), 2),
+            "timeline": [{k: v for k, v in p.items() if k != "at"} for p in stalled["timeline"]],
+            "active_streams_at_end_of_stall": stalled["active_streams_at_end_of_stall"],
+            "server_closes": [c.get("closed_by_server") for c in stalled["clients"]],
+            "close_reasons": sorted({str(c.get("close_reason")) for c in stalled["clients"]}),
+        },
+        "after_stalled_rss_mib": round(after_stalled, 1),
+        "after_stalled_vs_idle": round(after_stalled / idle, 3),
+        "active_streams_after_close": active_after,
+        "normal_client_first_audio_ms": {
+            "n": len(probes),
+            "p50": round(1000 * statistics.median(probes), 1) if probes else None,
+            "max": round(1000 * max(probes), 1) if probes else None,
+        },
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stalled", type=int, default=8)
@@ -251,10 +299,21 @@ def main() -> None:
     parser.add_argument("--plateau-s", type=float, nargs=2, default=(50.0, 68.0),
                         help="window of the stall (seconds from its start) whose median RSS is the held cost; with "
                         "SPEAKWIRE_WRITE_STALL_TIMEOUT=60 it ends before the stalled streams are let go")  # fmt: skip
-    parser.add_argument("--server-sndbuf", type=int, default=128 * 1024,
-                        help="SO_SNDBUF of the server's sockets (0: Linux's autotuning, megabytes on loopback)")
+    parser.add_argument(
+        "--server-sndbuf",
+        type=int,
+        default=128 * 1024,
+        help="SO_SNDBUF of the server's sockets (0: Linux's autotuning, megabytes on loopback)",
+    )
     parser.add_argument("--client-rcvbuf", type=int, default=64 * 1024, help="stalled clients' SO_RCVBUF")
     parser.add_argument("--settle-s", type=float, default=8.0, help="pause before each idle reading (trim is 5 s)")
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=("stalled", "http"),
+        default=["stalled", "http"],
+        help="phases to run (idle is always read first)",
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     log_dir = args.out.parent
@@ -265,73 +324,64 @@ def main() -> None:
         assert server.pid is not None
         sampler = RssSampler(server.pid)
         sampler.start()
-        httpx.post(f"{base}/v1/audio/speech", json={"model": "tts-1", "input": "Warm up.", "response_format": "pcm"},
+        httpx.post(f"{base}/v1/audio/speech", json={"model": "tts-1", "input": WARM_UP, "response_format": "pcm"},
                    timeout=60).raise_for_status()  # fmt: skip
         time.sleep(args.settle_s)
         t0 = time.monotonic()
         time.sleep(2.0)
         idle = min(sampler.window(t0, time.monotonic()))
 
-        t1 = time.monotonic()
-        stalled = asyncio.run(stalled_phase(base, ws_url, port, args))
-        t2 = time.monotonic()
-        stall_peak = max(sampler.window(t1, t2))
-        plateau_from, plateau_to = t1 + args.plateau_s[0], t1 + args.plateau_s[1]
-        plateau = statistics.median(sampler.window(plateau_from, plateau_to))
-        made = [p for p in stalled["timeline"] if plateau_from <= p["at"] <= plateau_to]
-        time.sleep(args.settle_s)
-        t3 = time.monotonic()
-        time.sleep(2.0)
-        after_stalled = min(sampler.window(t3, time.monotonic()))
-        active_after = active_streams(base)
+        stalled_report: dict[str, Any] | None = None
+        if "stalled" in args.parts:
+            t1 = time.monotonic()
+            stalled = asyncio.run(stalled_phase(base, ws_url, port, args))
+            t2 = time.monotonic()
+            stall_peak = max(sampler.window(t1, t2))
+            plateau_from, plateau_to = t1 + args.plateau_s[0], t1 + args.plateau_s[1]
+            plateau = statistics.median(sampler.window(plateau_from, plateau_to))
+            made = [p for p in stalled["timeline"] if plateau_from <= p["at"] <= plateau_to]
+            time.sleep(args.settle_s)
+            t3 = time.monotonic()
+            time.sleep(2.0)
+            after_stalled = min(sampler.window(t3, time.monotonic()))
+            active_after = active_streams(base)
+            stalled_report = stalled_summary(args, sampler, stalled, idle, stall_peak, plateau, made,
+                                             (plateau_from, plateau_to), after_stalled, active_after)  # fmt: skip
 
-        t4 = time.monotonic()
-        http = asyncio.run(long_http(base, args.http_chars))
-        t5 = time.monotonic()
-        http_peak = max(sampler.window(t4, t5))
-        time.sleep(args.settle_s)
-        t6 = time.monotonic()
-        time.sleep(2.0)
-        after_http = min(sampler.window(t6, time.monotonic()))
-        try:
-            stalled_closes = counter(base, "speakwire_stalled_closes_total")
-        except httpx.HTTPError:
-            stalled_closes = 0.0
+        http_report: dict[str, Any] = {}
+        if "http" in args.parts:
+            t4 = time.monotonic()
+            http = asyncio.run(long_http(base, args.http_chars))
+            t5 = time.monotonic()
+            window = sampler.window(t4, t5)
+            time.sleep(args.settle_s)
+            t6 = time.monotonic()
+            time.sleep(2.0)
+            after_http = min(sampler.window(t6, time.monotonic()))
+            http_report = {
+                "http_long": {**http, "peak_above_idle_mib": round(max(window) - idle, 1),
+                              "median_above_idle_mib": round(statistics.median(window) - idle, 1),
+                              "audio_s": round(http["bytes"] / 2 / 24000, 1),
+                              "server_cpu_cores": round(sampler.cpu_share(t4, t5), 2)},
+                "after_http_rss_mib": round(after_http, 1),
+                "after_http_vs_idle": round(after_http / idle, 3),
+            }  # fmt: skip
+        if stalled_report is not None:
+            try:
+                stalled_report["stalled"]["stalled_closes_total"] = counter(base, "speakwire_stalled_closes_total")
+            except httpx.HTTPError:
+                stalled_report["stalled"]["stalled_closes_total"] = 0.0
         sampler.stop()
 
-    probes = stalled["first_audio_s"]
     report = {
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0]},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0],
+                    "load_average_at_end": list(os.getloadavg())},
         "settings": {k: v for k, v in os.environ.items() if k.startswith("SPEAKWIRE_")},
         "args": {k: str(v) for k, v in vars(args).items()},
         "idle_rss_mib": round(idle, 1),
-        "stalled": {
-            "clients": args.stalled,
-            "peak_above_idle_mib": round(stall_peak - idle, 1),
-            "plateau_window_s": args.plateau_s,
-            "plateau_above_idle_mib": round(plateau - idle, 1),
-            "per_stream_mib": round((plateau - idle) / args.stalled, 1),
-            "audio_made_per_stream_s": [round((p["audio_s"] or 0) / args.stalled, 1) for p in (made[0], made[-1])]
-            if made else None,
-            "server_cpu_cores_in_plateau": round(sampler.cpu_share(plateau_from, plateau_to), 2),
-            "timeline": [{k: v for k, v in p.items() if k != "at"} for p in stalled["timeline"]],
-            "active_streams_at_end_of_stall": stalled["active_streams_at_end_of_stall"],
-            "server_closes": [c.get("closed_by_server") for c in stalled["clients"]],
-            "close_reasons": sorted({str(c.get("close_reason")) for c in stalled["clients"]}),
-            "stalled_closes_total": stalled_closes,
-        },
-        "after_stalled_rss_mib": round(after_stalled, 1),
-        "after_stalled_vs_idle": round(after_stalled / idle, 3),
-        "active_streams_after_close": active_after,
-        "normal_client_first_audio_ms": {
-            "n": len(probes),
-            "p50": round(1000 * statistics.median(probes), 1) if probes else None,
-            "max": round(1000 * max(probes), 1) if probes else None,
-        },
-        "http_long": {**http, "peak_above_idle_mib": round(http_peak - idle, 1)},
-        "after_http_rss_mib": round(after_http, 1),
-        "after_http_vs_idle": round(after_http / idle, 3),
-    }
+        **(stalled_report or {}),
+        **http_report,
+    }  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))

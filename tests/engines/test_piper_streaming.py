@@ -126,6 +126,50 @@ def test_every_session_uses_the_configured_threads() -> None:
     assert [session.get_session_options().intra_op_num_threads for session in sessions] == [2, 2, 2]
 
 
+def later(engine: PiperEngine, text: str, **request: object) -> list[Float32Array]:
+    """Chunks of ``text`` spoken as a later segment (no listener waiting): the bounded-memory path."""
+    validated = engine.validate(SynthesisRequest(**request))  # type: ignore[arg-type]
+    validated.latency_critical = False
+    return [chunk.samples for chunk in engine.synthesize(text, validated)]
+
+
+def test_later_sentences_decode_in_windows_of_at_most_window_frames(piper_engine: PiperEngine) -> None:
+    window = PiperOptions().window_frames
+    pieces = later(piper_engine, LONG_SENTENCE, seed=1)  # one espeak sentence, ~11 s: several windows
+    frames = [len(samples) // HOP for samples in pieces]
+    assert len(frames) > 1 and all(len(samples) % HOP == 0 for samples in pieces)
+    assert frames == [stop - start for start, stop in FrameSchedule(sizes=(window,)).windows(sum(frames))]
+
+
+@pytest.mark.parametrize("text", [LONG_SENTENCE, PARAGRAPH])
+def test_bounded_windows_join_to_the_whole_sentences(
+    piper_engine: PiperEngine, whole_engine: PiperEngine, text: str
+) -> None:
+    bounded = np.concatenate(later(piper_engine, text, seed=3))
+    whole = np.concatenate(later(whole_engine, text, seed=3))
+    assert bounded.shape == whole.shape
+    assert np.max(np.abs(bounded - whole)) < EXACT
+
+
+def test_window_frames_zero_decodes_each_later_sentence_in_one_call() -> None:
+    engine = PiperEngine.load(options=PiperOptions(window_frames=0))
+    assert engine.info.extra["frame_streaming"] is True  # the first sentence still streams
+    assert len(later(engine, LONG_SENTENCE, seed=1)) == 1
+
+
+def test_negative_window_frames_is_rejected() -> None:
+    with pytest.raises(ValueError, match="window_frames"):
+        PiperOptions(window_frames=-1)
+
+
+def test_split_sessions_use_an_arena_without_memory_patterns(piper_engine: PiperEngine) -> None:
+    streamer = piper_engine._streamer
+    assert streamer is not None
+    for session in (streamer._frontend, streamer._decoder):
+        options = session.get_session_options()
+        assert options.enable_cpu_mem_arena and not options.enable_mem_pattern
+
+
 # ----- the split and the windows --------------------------------------------------------------------
 
 

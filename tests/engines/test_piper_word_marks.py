@@ -104,3 +104,19 @@ def test_a_voice_patched_with_pipers_alignment_output_loads_and_marks_the_same(
     shutil.copy(config_path, f"{patched}.json")
     engine = PiperEngine.load(patched, options=PiperOptions(stream_frames=False))
     assert marks_of(synthesize(engine, TEXT, stream=False)) == marks_of(synthesize(piper_engine, TEXT, stream=False))
+
+
+LONG = normalize_english(
+    "Outside the windows, fishing boats rocked gently in the harbor while gulls circled above them, and the old "
+    "keeper of the lighthouse watched the weather turn slowly from grey to gold as the evening came in. Then dark."
+)
+
+
+def test_bounded_windows_mark_the_same_words_as_the_whole_graph(
+    piper_engine: PiperEngine, whole_engine: PiperEngine
+) -> None:
+    bounded, whole = synthesize(piper_engine, LONG, stream=False), synthesize(whole_engine, LONG, stream=False)
+    assert len(bounded) > len(whole) == 2  # the long sentence really came in several windows
+    assert marks_of(bounded) == marks_of(whole)
+    assert [(m.char_start, m.char_end) for m in marks_of(bounded)] == word_spans(LONG)
+    assert sum(len(chunk.samples) for chunk in bounded) == sum(len(chunk.samples) for chunk in whole)

@@ -22,6 +22,7 @@ Linux is tuned; elsewhere both are no-ops. An operator who set ``MALLOC_ARENA_MA
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import logging
@@ -29,6 +30,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 logger = logging.getLogger(__name__)
 
@@ -36,11 +38,15 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 _M_ARENA_MAX = -8
 
+LOAD_MMAP_THRESHOLD_BYTES = 128 * 1024
+"""While loading (``loading``): glibc's own starting threshold, held fixed."""
 MMAP_THRESHOLD_BYTES = 256 * 1024 * 1024
 """Blocks below this come from the heap and are reused; above it (beyond any Piper tensor) they are mapped."""
 ARENA_MAX = 2
 RELEASE_INTERVAL_S = 5.0
-"""At most one ``malloc_trim`` per this many seconds: trimming per call costs ~13% (pages re-faulted)."""
+"""One ``malloc_trim`` per this many seconds of work: trimming per call costs ~13% (pages re-faulted)."""
+RELEASE_BUDGET_BYTES = 48 * 1024 * 1024
+"""Or sooner, once RSS has grown this much since the last trim (freed pages re-touched elsewhere in the heap)."""
 
 _lock = threading.Lock()
 _libc: ctypes.CDLL | None = None
@@ -60,72 +66,133 @@ def _glibc() -> ctypes.CDLL | None:
 
 
 def tune_allocator() -> bool:
-    """Set glibc's thresholds and arena cap for this process, once; False where nothing was changed."""
+    """Set glibc's thresholds and arena cap for this process; False where nothing was changed."""
     global _tuned
     with _lock:
-        if _tuned:
-            return True
         libc = _glibc()
-        if libc is None or os.environ.get("MALLOC_ARENA_MAX") or os.environ.get("GLIBC_TUNABLES"):
+        if libc is None or _operator_tuned():
             return False
-        ok = all(
-            libc.mallopt(option, value)
-            for option, value in (
-                (_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES),
-                (_M_TRIM_THRESHOLD, MMAP_THRESHOLD_BYTES),
-                (_M_ARENA_MAX, ARENA_MAX),
-            )
-        )
+        ok = _apply(libc)
         _tuned = ok
         if not ok:
             logger.debug("mallopt refused the allocator settings; keeping glibc's defaults")
         return ok
 
 
-class MemoryReleaser:
-    """Returns freed heap pages to the OS at most every ``interval_s`` seconds; thread-safe, never blocks.
+@contextlib.contextmanager
+def loading() -> Iterator[None]:
+    """While a model loads, map every big block, so that the load's temporaries leave no holes in the heap.
 
-    Called after each piece of work: it trims when the interval has passed, else it makes sure a trim
-    follows within the interval (a timer), so memory also goes back once the work stops.
+    Why: loading a voice parses, splits and serializes its graph (a few hundred MiB freed once the sessions
+    exist) while the sessions' long-lived weights are allocated in between. From the heap (the tuned 256 MiB
+    threshold) that leaves ~250 MiB of free holes below live blocks, and later calls' tensors wander through
+    them, touching fresh pages, until the next trim: RSS rose by the holes' size under load. Mapped, those
+    blocks go back to the OS when freed and the weights stay out of the heap; the tuned settings come back on
+    exit. Only after ``tune_allocator``; untuned, glibc's dynamic threshold is left alone.
+    """
+    libc = _glibc()
+    if libc is None or not _tuned:
+        yield  # glibc's own (dynamic) settings already map big blocks, or the operator's are kept
+        return
+    with _lock:
+        libc.mallopt(_M_MMAP_THRESHOLD, LOAD_MMAP_THRESHOLD_BYTES)
+    try:
+        yield
+    finally:
+        with _lock:
+            _apply(libc)
+
+
+def _operator_tuned() -> bool:
+    return bool(os.environ.get("MALLOC_ARENA_MAX") or os.environ.get("GLIBC_TUNABLES"))
+
+
+def _apply(libc: ctypes.CDLL) -> bool:
+    return all(
+        libc.mallopt(option, value)
+        for option, value in (
+            (_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES),
+            (_M_TRIM_THRESHOLD, MMAP_THRESHOLD_BYTES),
+            (_M_ARENA_MAX, ARENA_MAX),
+        )
+    )
+
+
+class MemoryReleaser:
+    """Returns freed heap pages to the OS; thread-safe, never blocks.
+
+    Called after each piece of work (a decoded window, a sentence). It trims when the interval has passed
+    since the last trim, or sooner when the process's RSS has grown ``budget_bytes`` past what it was
+    right after the last trim: glibc places each call's tensors in whatever free chunks fit, so between
+    trims successive calls touch fresh pages of the heap's free space, and RSS climbed to 2-4x one call's
+    working set on a long request (``bench/stalled_readers.py``). A timer makes sure one more trim follows
+    ``interval_s`` after the last call, so memory also goes back once the work stops.
     """
 
-    def __init__(self, interval_s: float | None = None) -> None:
+    def __init__(self, interval_s: float | None = None, budget_bytes: int | None = None) -> None:
         self.interval_s = RELEASE_INTERVAL_S if interval_s is None else interval_s
+        self.budget_bytes = RELEASE_BUDGET_BYTES if budget_bytes is None else budget_bytes
         self._last = time.monotonic()
+        self._last_call = self._last
+        self._floor = _rss_bytes()
+        """RSS right after the last trim: the budget counts from here."""
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self.releases = 0
 
     def maybe_release(self) -> bool:
-        """Trim now if the interval has passed (True), else schedule one for when it has."""
+        """Trim now if the interval has passed or RSS is over budget (True), else make sure a trim follows."""
         if _glibc() is None:
             return False
-        wait = self.interval_s - (time.monotonic() - self._last)
-        if wait <= 0:
-            return self._release()
+        now = time.monotonic()
+        self._last_call = now
+        due = now - self._last >= self.interval_s
+        over = bool(self.budget_bytes) and _rss_bytes() - self._floor > self.budget_bytes
+        if (due or over) and self._release(force=True):
+            return True
         with self._lock:
             if self._timer is None:
-                self._timer = threading.Timer(wait, self._on_timer)
-                self._timer.daemon = True
-                self._timer.name = "speakwire-memory-release"
-                self._timer.start()
+                self._arm(self.interval_s)
         return False
 
+    def _arm(self, wait: float) -> None:
+        self._timer = threading.Timer(wait, self._on_timer)
+        self._timer.daemon = True
+        self._timer.name = "speakwire-memory-release"
+        self._timer.start()
+
     def _on_timer(self) -> None:
+        idle = time.monotonic() - self._last_call
         with self._lock:
             self._timer = None
-        self._release()
+            if idle < self.interval_s:  # work went on: wait for it to stop (trims meanwhile come from calls)
+                self._arm(self.interval_s - idle)
+                return
+        self._release(force=True)
 
-    def _release(self) -> bool:
+    def _release(self, *, force: bool = False) -> bool:
         libc = _glibc()
         if libc is None or not self._lock.acquire(blocking=False):
             return False  # another thread is trimming right now
         try:
-            if time.monotonic() - self._last < self.interval_s:
+            if not force and time.monotonic() - self._last < self.interval_s:
                 return False
             libc.malloc_trim(0)
             self._last = time.monotonic()
+            self._floor = _rss_bytes()
             self.releases += 1
             return True
         finally:
             self._lock.release()
+
+
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _rss_bytes() -> int:
+    """This process's resident set (one read of ``/proc/self/statm``); 0 where there is none."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE_BYTES
+    except (OSError, IndexError, ValueError):
+        return 0

@@ -12,6 +12,13 @@ and a 24-frame window, and the windows join to the same samples as the whole sen
 A voice that cannot be split, or whose windows do not reproduce the whole graph on a
 probe at load, keeps the whole-sentence path with a logged warning.
 
+Working memory is bounded per call whatever a sentence's length: sentences that are not streamed
+for latency go through the split voice too, in fixed windows of ``PiperOptions.window_frames``
+(the decoder's tensors and im2col buffers grow ~0.4 MB per frame decoded at once), and each run's
+arena is handed back when it ends (``PiperOptions.arena_shrink``), so a long request reuses one
+call's memory instead of spreading over the heap (``bench/stalled_readers.py``: a 10,000-character
+request peaked 330-350 MB above idle before).
+
 Word timings: the duration predictor's frames per phoneme id (``piper_split.find_durations``) are an
 extra output of the whole graph (added in memory at load, as Piper's own ``include_alignments`` does) and
 of the split frontend, so both paths time the same words. Each sentence's first chunk carries
@@ -21,6 +28,7 @@ output, or without the onnx package, synthesizes as before with no marks (logged
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator
@@ -32,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from speakwire.audio.chunk import AudioChunk
-from speakwire.engines.allocator import MemoryReleaser, tune_allocator
+from speakwire.engines.allocator import MemoryReleaser, loading, tune_allocator
 from speakwire.engines.base import EngineInfo, SynthesisRequest
 from speakwire.engines.piper_alignment import PiperWordMarks
 from speakwire.engines.piper_stream import FrameSchedule, FrameStreamer
@@ -64,9 +72,25 @@ class PiperOptions:
     """Yield each sentence in windows of frames as they are decoded; False: one whole-sentence call."""
     frame_schedule: FrameSchedule = field(default_factory=FrameSchedule)
     """Window sizes and decoder context for ``stream_frames`` (see ``piper_stream``)."""
+    window_frames: int = 192
+    """Sentences not streamed for latency are decoded in windows of at most this many frames (plus the
+    schedule's context), so one call's working memory is bounded whatever the sentence's length (the decoder
+    needs ~0.4 MB per frame, its convolutions' im2col buffers included: a whole 300-character sentence took
+    ~450 MB). 192 frames (2.2 s of audio) cost ~6% over whole sentences (``bench/results/stalled-readers-2core/
+    after-memory``); 0: one whole-graph call per sentence."""
+    arena_shrink: bool = True
+    """onnxruntime's CPU arena within each call, its free regions handed back at the end of every run
+    (``memory.enable_memory_arena_shrinkage``): a call's tensors reuse the call's own memory instead of
+    wandering through glibc's free chunks (RSS rose to 2-4x one call's working set between trims), and
+    nothing is kept between calls, so the arena's growth under mixed lengths (``memory_arena``) cannot happen."""
     memory_arena: bool = False
-    """onnxruntime's CPU arena and memory patterns; off because every call has new tensor sizes and they
-    grow without bound under mixed lengths (``engines.allocator``, ``bench/memory_growth.py``)."""
+    """onnxruntime's CPU arena and memory patterns, kept between calls; off because every call has new tensor
+    sizes and they grow without bound under mixed lengths (``engines.allocator``, ``bench/memory_growth.py``).
+    Overrides ``arena_shrink``."""
+
+    def __post_init__(self) -> None:
+        if self.window_frames < 0:
+            raise ValueError(f"window_frames must be >= 0 (0: whole sentences), got {self.window_frames}")
 
 
 # Streamed windows must reproduce the whole graph on the load-time probe within this (float32 noise is ~1e-6).
@@ -96,22 +120,34 @@ class PiperEngine:
         session_options = onnxruntime.SessionOptions()
         session_options.intra_op_num_threads = options.intra_op_threads
         session_options.inter_op_num_threads = options.inter_op_threads
-        session_options.enable_cpu_mem_arena = options.memory_arena
+        session_options.enable_cpu_mem_arena = options.memory_arena or options.arena_shrink
         session_options.enable_mem_pattern = options.memory_arena
+        run_options = None
+        if options.arena_shrink and not options.memory_arena:
+            run_options = onnxruntime.RunOptions()
+            run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         if not options.memory_arena:
             tune_allocator()  # glibc then does the caching, bounded (see engines.allocator)
         self._releaser = MemoryReleaser()
-        graph, durations = _voice_graph(model_path, config)
-        session = onnxruntime.InferenceSession(
-            _with_output(graph, durations) if graph is not None and durations else str(model_path),
-            sess_options=session_options, providers=["CPUExecutionProvider"],
-        )  # fmt: skip
-        self._voice = PiperVoice(config=config, session=session)
-        self._timed = durations is not None
-        self._streamer = (
-            _load_streamer(model_path, graph, self._voice, session_options, options) if options.stream_frames else None
+        with loading():  # the graph's temporaries must not leave holes in the heap for calls to wander in
+            graph, durations = _voice_graph(model_path, config)
+            session = onnxruntime.InferenceSession(
+                _with_output(graph, durations) if graph is not None and durations else str(model_path),
+                sess_options=session_options, providers=["CPUExecutionProvider"],
+            )  # fmt: skip
+            self._voice = PiperVoice(config=config, session=session)
+            self._timed = durations is not None
+            self._streamer = (
+                _load_streamer(model_path, graph, self._voice, session_options, options, run_options)
+                if options.stream_frames
+                else None
+            )
+            del graph  # the sessions hold what they need
+        self._bounded = (
+            dataclasses.replace(options.frame_schedule, sizes=(options.window_frames,))
+            if options.window_frames > 0 and self._streamer is not None
+            else None
         )
-        del graph  # the sessions hold what they need
         voice_name = model_path.name.removesuffix(".onnx")
         speakers = tuple(config.speaker_id_map) or (voice_name,)
         self._speaker_ids = {name.lower(): idx for idx, name in enumerate(speakers)}
@@ -209,8 +245,9 @@ class PiperEngine:
             # seed selects noise-free synthesis: the same text then always gives the same samples.
             config.noise_scale = 0.0
             config.noise_w_scale = 0.0
-        # Windows of frames cost 1.5-2x the compute of a whole sentence (the overlaps are decoded twice),
-        # so they are used only where they buy latency: the first sentence, while a listener waits.
+        # The growing windows of frame streaming cost 15-30% more than whole sentences (small windows, the
+        # overlaps decoded twice), so they are used only where they buy latency: the first sentence, while a
+        # listener waits. Later sentences are decoded in bounded windows (``window_frames``) for memory.
         stream_first = request.latency_critical
         sentences = [phonemes for phonemes in voice.phonemize(text) if phonemes]
         marks = PiperWordMarks(text, sentences) if self._timed else None
@@ -232,8 +269,8 @@ class PiperEngine:
                 yield AudioChunk(np.clip(samples, -1.0, 1.0).astype(np.float32), voice.config.sample_rate, words)
                 words = ()
                 offset += len(samples)
+                self._releaser.maybe_release()  # per window: RSS stays within the releaser's budget
             stream_first = False
-            self._releaser.maybe_release()
 
     def _sentence(
         self, phoneme_ids: list[int], config: SynthesisConfig, cancelled: threading.Event, *, stream: bool
@@ -243,11 +280,12 @@ class PiperEngine:
         Returns the samples of each phoneme id (None without durations), the sentence's length in samples,
         and its audio. The frontend (or the whole graph) has run by then; the windows decode as they are pulled.
         """
-        if stream and self._streamer is not None:
+        if self._streamer is not None and (stream or self._bounded is not None):
             latent = self._streamer.frontend(_frontend_feed(self._voice, phoneme_ids, config))
             hop = self._streamer.hop_length
             id_samples = None if latent.durations is None else [int(frames) * hop for frames in latent.durations]
-            return id_samples, latent.frames * hop, self._streamer.windows(latent, cancelled)
+            schedule = None if stream else self._bounded
+            return id_samples, latent.frames * hop, self._streamer.windows(latent, cancelled, schedule)
         result = self._voice.phoneme_ids_to_audio(phoneme_ids, config, include_alignments=self._timed)
         audio, samples = result if isinstance(result, tuple) else (result, None)
         audio = np.asarray(audio, dtype=np.float32).reshape(-1)
@@ -321,6 +359,7 @@ def _load_streamer(
     voice: PiperVoice,
     session_options: onnxruntime.SessionOptions,
     options: PiperOptions,
+    run_options: onnxruntime.RunOptions | None = None,
 ) -> FrameStreamer | None:
     """Split the voice for frame streaming and check it on a probe; ``None`` (whole sentences) if either fails."""
     if graph is None:
@@ -328,7 +367,7 @@ def _load_streamer(
     from speakwire.engines.piper_split import split_voice
 
     try:
-        streamer = FrameStreamer(split_voice(graph), session_options, options.frame_schedule)
+        streamer = FrameStreamer(split_voice(graph), session_options, options.frame_schedule, run_options)
         difference = _probe_difference(streamer, voice)
     except Exception as error:  # any failure must leave the voice on the path that has always worked
         logger.warning("cannot stream frames of %s (%s); synthesizing whole sentences", model_path.name, error)

@@ -89,8 +89,16 @@ class Latent:
 class FrameStreamer:
     """Runs a split voice; thread-safe (onnxruntime sessions are, and no state is kept between calls)."""
 
-    def __init__(self, voice: SplitVoice, session_options: onnxruntime.SessionOptions, schedule: FrameSchedule) -> None:
+    def __init__(
+        self,
+        voice: SplitVoice,
+        session_options: onnxruntime.SessionOptions,
+        schedule: FrameSchedule,
+        run_options: onnxruntime.RunOptions | None = None,
+    ) -> None:
         import onnxruntime
+
+        self._run_options = run_options
 
         self.boundary = voice.boundary
         self.schedule = schedule
@@ -107,16 +115,17 @@ class FrameStreamer:
         feed = {name: value for name, value in feed.items() if name in self.boundary.frontend_inputs}
         names = list(self.boundary.decoder_inputs)
         durations = self.boundary.durations
-        outputs = self._frontend.run(names + ([durations] if durations else []), feed)
+        outputs = self._frontend.run(names + ([durations] if durations else []), feed, self._run_options)
         values = dict(zip(names, outputs[: len(names)], strict=True))
         frames = np.asarray(outputs[len(names)]).reshape(-1) if durations else None
         return Latent(values, int(values[self.boundary.latent].shape[-1]), frames)
 
-    def decode(self, latent: Latent, start: int, stop: int) -> Float32Array:
-        """Samples of frames ``[start, stop)``, equal to that slice of a full decode."""
-        low = max(0, start - self.schedule.left)
-        high = min(latent.frames, stop + self.schedule.right)
-        (audio,) = self._decoder.run([self.boundary.audio], latent.window(low, high))
+    def decode(self, latent: Latent, start: int, stop: int, schedule: FrameSchedule | None = None) -> Float32Array:
+        """Samples of frames ``[start, stop)``, equal to that slice of a full decode (context from ``schedule``)."""
+        schedule = schedule or self.schedule
+        low = max(0, start - schedule.left)
+        high = min(latent.frames, stop + schedule.right)
+        (audio,) = self._decoder.run([self.boundary.audio], latent.window(low, high), self._run_options)
         samples = np.asarray(audio, dtype=np.float32).reshape(-1)
         if len(samples) != (high - low) * self.hop_length:
             raise RuntimeError(
@@ -133,9 +142,15 @@ class FrameStreamer:
         """
         yield from self.windows(self.frontend(feed), cancelled)
 
-    def windows(self, latent: Latent, cancelled: threading.Event | None = None) -> Iterator[Float32Array]:
-        """Each window's samples of a sentence whose frontend already ran; stops once ``cancelled`` is set."""
-        for start, stop in self.schedule.windows(latent.frames):
+    def windows(
+        self, latent: Latent, cancelled: threading.Event | None = None, schedule: FrameSchedule | None = None
+    ) -> Iterator[Float32Array]:
+        """Each window's samples of a sentence whose frontend already ran; stops once ``cancelled`` is set.
+
+        ``schedule`` overrides the streamer's own (the engine's bounded-memory windows for later sentences).
+        """
+        schedule = schedule or self.schedule
+        for start, stop in schedule.windows(latent.frames):
             if cancelled is not None and cancelled.is_set():
                 return
-            yield self.decode(latent, start, stop)
+            yield self.decode(latent, start, stop, schedule)

@@ -1,0 +1,72 @@
+"""The Piper engine's allocator settings: the releaser trims on RSS growth and once more after work stops."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from speakwire.engines import allocator
+from speakwire.engines.allocator import MemoryReleaser, loading, tune_allocator
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or allocator._glibc() is None, reason="glibc only")
+
+
+def test_a_releaser_over_its_budget_trims_before_its_interval() -> None:
+    releaser = MemoryReleaser(interval_s=3600, budget_bytes=8 * 1024 * 1024)
+    assert releaser.maybe_release() is False  # nothing grew yet, the interval is far off
+    grown = np.ones(64 * 1024 * 1024 // 8)  # 64 MiB touched: RSS grows past the budget
+    assert releaser.maybe_release() is True
+    assert releaser.releases == 1
+    del grown
+
+
+def test_once_calls_stop_one_trim_follows_the_last() -> None:
+    releaser = MemoryReleaser(interval_s=0.2, budget_bytes=0)
+    trimmed = threading.Event()
+    original = releaser._release
+
+    def release(*, force: bool = False) -> bool:
+        done = original(force=force)
+        if done:
+            trimmed.set()
+        return done
+
+    releaser._release = release  # type: ignore[method-assign]
+    assert releaser.maybe_release() is False  # within the interval: a timer is armed instead
+    assert trimmed.wait(timeout=30)
+    assert releaser.releases == 1
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]  # fmt: skip
+
+
+def mapped_after_malloc(size: int) -> int:
+    """Bytes glibc holds in mmapped blocks while a block of ``size`` is allocated."""
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = _MallInfo2
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    block = libc.malloc(size)
+    try:
+        return int(libc.mallinfo2().hblkhd)
+    finally:
+        libc.free(block)
+
+
+def test_big_blocks_are_mapped_while_loading_and_come_from_the_heap_after() -> None:
+    if not tune_allocator():
+        pytest.skip("the allocator is left to the operator's settings here")
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = _MallInfo2
+    size = 16 * 1024 * 1024
+    before = int(libc.mallinfo2().hblkhd)
+    with loading():
+        assert mapped_after_malloc(size) >= before + size  # mapped: freed straight back to the OS
+    assert mapped_after_malloc(size) < before + size  # the tuned 256 MiB threshold again: from the heap
