@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from speakwire.engines.qwen3.chunk_schedule import ChunkSchedule, end_chunks
+from speakwire.engines.qwen3.chunk_schedule import JOIN_SHARE, ChunkSchedule, end_chunks, readable_ends
 
 SCHEDULE = (2, 4, 8, 16, 25)
 
@@ -60,6 +62,56 @@ def test_rows_read_frame_by_frame_never_end_a_chunk_nor_make_others_end_one() ->
     row = ChunkSchedule(SCHEDULE)
     assert end_chunks([None, row]) == [False, False]
     assert end_chunks([None, row]) == [False, True]
+
+
+def pairwise_ends(rows: list[ChunkSchedule | None], last: list[bool]) -> list[bool]:
+    """The rule by its definition, row against row: a row ends its chunk when due (or last), or when it has
+    ``JOIN_SHARE`` of its next chunk and some due row is of another stream (None: a stream of its own)."""
+
+    def due(row: ChunkSchedule, end: bool) -> bool:
+        return row.pending + 1 >= row.want or end
+
+    def joins(row: ChunkSchedule) -> bool:
+        return row.pending + 1 >= max(1, -(-row.want * JOIN_SHARE // 1))
+
+    def other_stream(a: ChunkSchedule, b: ChunkSchedule) -> bool:
+        return a is not b and (a.stream is None or a.stream is not b.stream)
+
+    due_rows = [r for r, end in zip(rows, last, strict=True) if r is not None and due(r, end)]
+    return [
+        r is not None and (any(r is d for d in due_rows) or (joins(r) and any(other_stream(d, r) for d in due_rows)))
+        for r in rows
+    ]
+
+
+def test_the_ends_of_a_step_are_the_pairwise_rule_for_mixed_rows() -> None:
+    """64 rows of a few utterances, some read frame by frame, joining and ending at random: every step's ends
+    are what comparing each row with every due row gives."""
+    rng = random.Random(3)
+    utterances = [object() for _ in range(6)]
+    rows: list[ChunkSchedule | None] = []
+    for _ in range(200):
+        while len(rows) < 64:
+            kind = rng.random()
+            stream = None if kind < 0.3 else rng.choice(utterances)
+            rows.append(None if kind > 0.9 else ChunkSchedule(SCHEDULE, stream=stream))
+        last = [rng.random() < 0.02 for _ in rows]
+        expected = pairwise_ends(rows, last)
+        assert end_chunks(rows, last) == expected
+        rows = [r for r, end in zip(rows, last, strict=True) if not end]
+
+
+def test_only_the_oldest_row_of_a_stream_counts_as_coming_to_code2wav() -> None:
+    """A step's announced chunks: each row of a stream of its own, and the oldest row in the loop of each
+    utterance; a newer row of an utterance is read only after the older one ends, not for this step."""
+    talk, other = object(), object()
+    old, new = ChunkSchedule(SCHEDULE, stream=talk), ChunkSchedule(SCHEDULE, stream=talk)
+    alone, far, raw = ChunkSchedule(SCHEDULE), ChunkSchedule(SCHEDULE, stream=other), None
+    loop = [far, old, raw, alone, new]
+    assert readable_ends([new, alone, far, raw], [True, True, True, False], loop) == 2  # not new: old is in
+    assert readable_ends([new, old], [True, True], loop) == 1
+    assert readable_ends([new], [True], [far, new, alone]) == 1  # the older row has left the loop: new is read
+    assert readable_ends([old, far], [False, False], loop) == 0
 
 
 def test_a_schedule_of_no_frames_is_refused() -> None:

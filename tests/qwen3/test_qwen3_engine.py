@@ -359,3 +359,21 @@ def test_a_missing_extra_raises_with_the_install_command(
     with pytest.raises(MissingExtraError, match=rf"{named} is not installed.*speakwire\[qwen\]") as info:
         load_qwen3_engine("Qwen/Qwen3-TTS-12Hz-0.6B-Base")
     assert "pip install --no-deps qwen-tts==0.1.1" in "".join(info.value.__notes__)
+
+
+def test_cpu_threads_count_the_cores_of_the_affinity_and_the_cgroup_quota(tmp_path: Path) -> None:
+    import os
+
+    from speakwire.engines.qwen3.engine import cgroup_cpu_quota, usable_cores
+
+    cpu_max = tmp_path / "cpu.max"
+    affinity = len(os.sched_getaffinity(0))
+    assert usable_cores(str(tmp_path / "absent")) == affinity  # no cgroup v2 file: the affinity alone
+    cpu_max.write_text("max 100000\n")
+    assert cgroup_cpu_quota(str(cpu_max)) is None and usable_cores(str(cpu_max)) == affinity
+    cpu_max.write_text("150000 100000\n")
+    assert cgroup_cpu_quota(str(cpu_max)) == 1.5 and usable_cores(str(cpu_max)) == min(affinity, 2)
+    cpu_max.write_text("50000 100000\n")
+    assert usable_cores(str(cpu_max)) == 1  # under one core's quota still runs one thread
+    cpu_max.write_text("garbage\n")
+    assert cgroup_cpu_quota(str(cpu_max)) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from itertools import accumulate, pairwise
 from typing import Any
@@ -289,17 +290,41 @@ def test_chunks_announced_for_a_step_wait_for_each_other_and_share_one_call(monk
         assert_same_audio(audio, StreamDecoder(model).decode(chunk))
 
 
-def test_an_announced_chunk_that_never_comes_does_not_hold_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_announced_chunks_that_never_come_or_trickle_in_do_not_hold_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An announced consumer that will not ask now (its reader stalled a lead behind) does not hold the others;
+    nor do consumers that keep coming, each a moment after the one before: the wait runs from the first arrival,
+    not the latest, so the first is decoded while the rest are still on their way."""
     from speakwire.engines.qwen3 import decode_batcher
     from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 
-    monkeypatch.setattr(decode_batcher, "GATHER_S", 0.05)
+    monkeypatch.setattr(decode_batcher, "GATHER_S", 0.2)
     model = decoder(layers=2, window=4)
     with batcher_of(model) as batcher:
         batcher.expect(3, 2)  # the other consumer's reader stalled: it will not ask now
         audio = batcher.decode(StreamDecoder(model), codes(2), None, 3)
         later = batcher.decode(StreamDecoder(model), codes(2), None, 4)  # nothing announced: no wait at all
-    assert len(audio) == len(later) == 2 * SAMPLES_PER_FRAME and batcher.stats.calls == 2
+        assert len(audio) == len(later) == 2 * SAMPLES_PER_FRAME and batcher.stats.calls == 2
+
+        trickle = 100
+        batcher.expect(5, 1 + trickle)
+        first = threading.Event()
+
+        def consumer(i: int) -> None:
+            batcher.decode(StreamDecoder(model), codes(2), None, 5)
+            if i == 0:
+                first.set()
+
+        threads = [threading.Thread(target=consumer, args=(0,))]
+        threads[0].start()
+        while not first.is_set() and len(threads) <= trickle:
+            threads.append(threading.Thread(target=consumer, args=(len(threads),)))
+            threads[-1].start()
+            time.sleep(0.01)  # each comes well within GATHER_S of the one before: a wait restarted by each never ends
+        assert first.wait(60)
+        assert len(threads) <= trickle  # decoded before the last announced chunk was even asked for
+        for thread in threads:
+            thread.join(timeout=60)
+    assert batcher.stats.chunks == 2 + len(threads) and batcher.stats.calls < 2 + len(threads)
 
 
 def test_the_memory_cap_is_what_fits_at_least_one_at_most_the_ceiling() -> None:

@@ -19,7 +19,8 @@ batching itself does (a window decoded in a batch of 2 is not bit-identical to o
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 
 JOIN_SHARE = 0.5
 """A row ends its chunk with a due one once it has this share of its own next chunk's frames."""
@@ -61,16 +62,20 @@ def end_chunks(schedules: Sequence[ChunkSchedule | None], last: Sequence[bool] |
     """After a step that made one frame for each row: whether that frame ends the row's chunk.
 
     None: a row nobody decodes in chunks (its frames are read raw); it never ends one. ``last``: rows whose
-    frame of this step is their last; their chunk ends with it (as if due).
+    frame of this step is their last; their chunk ends with it (as if due). Linear in the rows (it runs on
+    the loop thread every step): a row that is not due joins when some due row is of another stream, i.e.
+    when fewer of the due rows are of its own stream than are due in all.
     """
     final = list(last) if last is not None else [False] * len(schedules)
     for schedule in schedules:
         if schedule is not None:
             schedule.pending += 1
     due = [s for s, end in zip(schedules, final, strict=True) if s is not None and (s.due or end)]
+    due_ids = {id(s) for s in due}
+    due_of_stream = Counter(id(s.stream) for s in due if s.stream is not None)
     ends = [
         schedule is not None
-        and (schedule in due or (schedule.can_join and any(not _same_stream(d, schedule) for d in due)))
+        and (id(schedule) in due_ids or (schedule.can_join and _due_elsewhere(schedule, len(due), due_of_stream)))
         for schedule in schedules
     ]
     for schedule, end in zip(schedules, ends, strict=True):
@@ -79,5 +84,29 @@ def end_chunks(schedules: Sequence[ChunkSchedule | None], last: Sequence[bool] |
     return ends
 
 
-def _same_stream(a: ChunkSchedule, b: ChunkSchedule) -> bool:
-    return a is b or (a.stream is not None and a.stream is b.stream)
+def _due_elsewhere(schedule: ChunkSchedule, due: int, due_of_stream: Counter[int]) -> bool:
+    """Whether a due row (of ``due``; ``due_of_stream``: how many per stream) is of another stream than
+    ``schedule``, which is not due itself (a stream of None is one of its own)."""
+    own = due_of_stream[id(schedule.stream)] if schedule.stream is not None else 0
+    return due > own
+
+
+def readable_ends(
+    schedules: Sequence[ChunkSchedule | None], ends: Sequence[bool], in_loop: Iterable[ChunkSchedule | None]
+) -> int:
+    """How many of a step's chunk ends (``end_chunks``) a reader can ask code2wav for now: what the loop
+    announces (``DecodeBatcher.expect``), so that code2wav waits for no one who cannot come.
+
+    ``in_loop``: the schedules of every row in the loop, oldest first. The rows of one stream are read one
+    after another on one thread (``Qwen3TextStream`` reads a row to its end before the next), so a row whose
+    stream has an older row still in the loop is not read yet: its chunk waits for that row's end, not for
+    this step's decode."""
+    oldest: dict[int, ChunkSchedule] = {}
+    for schedule in in_loop:
+        if schedule is not None and schedule.stream is not None:
+            oldest.setdefault(id(schedule.stream), schedule)
+    return sum(
+        1
+        for schedule, end in zip(schedules, ends, strict=True)
+        if end and schedule is not None and oldest.get(id(schedule.stream), schedule) is schedule
+    )

@@ -6,8 +6,8 @@ them in as few calls as padding allows (``buckets``): windows of different shape
 padded on the right (``decode_windows``), since streams that started a step apart, or with
 different histories, never have one shape. The generation loop ends the chunks of streams that
 are nearly due together with the one that is (``chunk_schedule``), so the requests of one step
-arrive together. While it works, new requests queue up, so the batch grows with the load by
-itself; nothing waits on purpose.
+arrive together; code2wav waits for the announced ones (``expect``), but at most ``GATHER_S`` from
+the first of them. While it works, new requests queue up, so the batch grows with the load by itself.
 
 The cap keeps a full house within memory: on CUDA ``fit_to_memory`` derives it at load from the
 peak memory of one window's decode and the memory the loop's plan leaves free; on CPU it is
@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,8 @@ CPU_MAX_WINDOWS = 64
 PAD_SHARE = 2
 """A call pads its windows to at most this many times its shortest (``buckets``)."""
 GATHER_S = 0.01
-"""How long code2wav waits for the next of a step's announced chunks (``expect``) before it decodes what came."""
+"""How long code2wav waits, from the first of a step's announced chunks (``expect``), for the rest of them
+before it decodes what came."""
 
 
 @dataclass(slots=True)
@@ -50,6 +52,8 @@ class _Request:
     """The event of the newest frame (CUDA), or None."""
     tag: int | None = None
     """The loop step whose chunk ends this request brings (``expect``), or None."""
+    arrived: float = 0.0
+    """When it was queued (``time.monotonic``): a step's gather ends ``GATHER_S`` after its first came."""
     window: DecodeWindow | None = None
     done: threading.Event = field(default_factory=threading.Event)
     audio: Float32Array | None = None
@@ -102,9 +106,11 @@ class DecodeBatcher:
 
     def expect(self, tag: int, count: int) -> None:
         """``count`` chunk requests tagged ``tag`` are on their way (the loop ended that many chunks in step
-        ``tag``): once one of them is here, code2wav waits for the others (at most ``GATHER_S`` after the last
+        ``tag``): once one of them is here, code2wav waits for the others (at most ``GATHER_S`` after the first
         came) so that they share a call. Their consumers are separate threads that wake a moment apart; taken
-        as they came, the first one was often decoded alone and the rest waited behind it."""
+        as they came, the first one was often decoded alone and the rest waited behind it. The cap runs from
+        the first arrival, not the latest: an announced consumer may not come now (its reader is a lead
+        behind), and consumers trickling in must not hold the first one any longer than that."""
         with self._cond:
             self._expected[tag] = self._expected.get(tag, 0) + count
 
@@ -126,10 +132,12 @@ class DecodeBatcher:
             with self._cond:
                 if self._closed:
                     raise RuntimeError("decoder is closed")
-                self._waiting.extend(queued)
+                now = time.monotonic()
                 for arrived in queued:
-                    if arrived.tag in self._expected:
-                        self._expected[arrived.tag] -= 1
+                    arrived.arrived = now
+                self._waiting.extend(queued)
+                if tag is not None and tag in self._expected:  # never below 0: an unannounced one stands for none
+                    self._expected[tag] = max(0, self._expected[tag] - len(queued))
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._run, name="qwen3-code2wav", daemon=True)
                     self._thread.start()
@@ -195,15 +203,19 @@ class DecodeBatcher:
 
     def _gather(self) -> None:
         """With the lock held: wait while chunks announced for the waiting requests' steps are still coming,
-        each at most ``GATHER_S`` after the one before."""
+        until ``GATHER_S`` after the first of them came (a consumer still missing then is busy elsewhere: its
+        reader is slow, or it is gone)."""
         while not self._closed:
-            tags = {r.tag for r in self._waiting if r.tag is not None}
-            if not any(self._expected.get(tag, 0) > 0 for tag in tags):
+            first = min(
+                (r.arrived for r in self._waiting if r.tag is not None and self._expected.get(r.tag, 0) > 0),
+                default=None,
+            )
+            if first is None:
                 return
-            before = len(self._waiting)
-            self._cond.wait(GATHER_S)
-            if len(self._waiting) == before:
-                return  # none came in time: a consumer is busy elsewhere (its reader is slow) or gone
+            left = first + GATHER_S - time.monotonic()
+            if left <= 0:
+                return
+            self._cond.wait(left)
 
     def _windows(self, batch: list[_Request]) -> list[_Request]:
         """Build each request's window (on the decode stream, after its frames' event); those that fail end."""

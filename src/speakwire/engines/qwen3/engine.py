@@ -26,6 +26,7 @@ from __future__ import annotations
 import gc
 import itertools
 import logging
+import math
 import os
 import secrets
 import threading
@@ -473,18 +474,53 @@ def load_qwen3_engine(
 
 
 def _share_cpu_threads(torch: Any) -> None:
-    """On CPU the generation loop and code2wav run ops at the same time, from two threads, each with its own
-    team of intra-op threads: give each half the cores, so the two teams do not oversubscribe them.
+    """On CPU devices only (the caller checks): the generation loop and code2wav run ops at the same time, from
+    two threads, each with its own team of intra-op threads; give each team half the usable cores
+    (``usable_cores``), so the two do not oversubscribe them.
 
     With torch's default (one thread per core) both teams spin on OpenMP barriers while the other holds the
-    cores; on 2 cores that about doubled the loop thread's CPU per step. Only ever lowers the count, and an
+    cores; on 2 cores that about doubled the loop thread's CPU per step. ``torch.set_num_threads`` is
+    process-wide, so this only ever lowers the count (it never raises what someone else chose), and an
     explicit ``OMP_NUM_THREADS`` is left alone."""
     if "OMP_NUM_THREADS" in os.environ:
         return
-    threads = min(int(torch.get_num_threads()), max(1, (os.cpu_count() or 1) // 2))
+    threads = min(int(torch.get_num_threads()), max(1, usable_cores() // 2))
     if threads < torch.get_num_threads():
         torch.set_num_threads(threads)
         logger.info("qwen3: %d intra-op threads per CPU thread (the loop's and code2wav's)", threads)
+
+
+CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
+"""cgroup v2: the CPU quota of the container, ``"max 100000"`` (none) or ``"<quota> <period>"`` microseconds."""
+
+
+def usable_cores(cpu_max: str = CGROUP_CPU_MAX) -> int:
+    """The cores this process may run on: its CPU affinity (``os.cpu_count`` counts the machine's, which a
+    pinned process or a container does not have), at most the cgroup v2 quota (rounded up), at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this platform
+        cores = os.cpu_count() or 1
+    quota = cgroup_cpu_quota(cpu_max)
+    if quota is not None:
+        cores = min(cores, math.ceil(quota))
+    return max(1, cores)
+
+
+def cgroup_cpu_quota(path: str = CGROUP_CPU_MAX) -> float | None:
+    """The cgroup v2 CPU quota in cores (``quota / period``), or None: no file, no quota (``max``), unreadable."""
+    try:
+        with open(path, encoding="ascii") as file:
+            fields = file.read().split()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if len(fields) != 2 or fields[0] == "max":
+        return None
+    try:
+        quota, period = int(fields[0]), int(fields[1])
+    except ValueError:
+        return None
+    return quota / period if quota > 0 and period > 0 else None
 
 
 def _log_loaded(engine: Qwen3Engine, tts: Any, device: str, dtype: str, seconds: float) -> None:

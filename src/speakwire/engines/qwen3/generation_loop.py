@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from speakwire.engines.qwen3.batched_talker import BatchedTalker
-from speakwire.engines.qwen3.chunk_schedule import ChunkSchedule, end_chunks
+from speakwire.engines.qwen3.chunk_schedule import ChunkSchedule, end_chunks, readable_ends
 from speakwire.engines.qwen3.frame_budget import MAX_FRAMES, frame_budget
 from speakwire.engines.qwen3.sampling import MIN_NEW_TOKENS, RowSampling, sample_rows
 from speakwire.engines.qwen3.static_step import StaticStep
@@ -237,8 +237,9 @@ class GenerationLoop:
         self._idle.set()
         self.stats = LoopStats()
         self.on_chunk_ends: Callable[[int, int], None] | None = None
-        """Told ``(step, count)`` before a step's frames go out, when ``count`` of them end a chunk: code2wav
-        then waits for all of that step's chunks, which are on their way, and decodes them in one call."""
+        """Told ``(step, count)`` before a step's frames go out, when ``count`` of them end a chunk that a reader
+        can take now (``readable_ends``): code2wav then waits for those chunks, which are on their way, and
+        decodes them in one call."""
         self.failed_steps = 0
         """Consecutive steps that raised; a step that works resets it."""
         self.health_error: str | None = None
@@ -274,7 +275,8 @@ class GenerationLoop:
 
         ``chunks``: frames per code2wav chunk (the last repeats), when its frames are decoded in chunks: the
         loop then marks where each chunk ends (``Frame.chunk_end``), aligned with other streams' rows.
-        ``stream``: what the row's audio is part of (rows of one utterance do not align with each other)."""
+        ``stream``: what the row's audio is part of (rows of one utterance do not align with each other); the
+        rows of a stream are read one after another, oldest first (``readable_ends``)."""
         if chunks is not None:
             ChunkSchedule(chunks)  # a bad schedule fails here, in the caller, not in the loop
         row = Row(self, voice, sampling, seed, max_new_tokens, chunks, stream)
@@ -617,9 +619,12 @@ class GenerationLoop:
         now = time.monotonic()
         step = self.stats.steps
         last = [self._ends_after(a, code) for a, code in zip(rows, next_codes, strict=True)]
-        ends = end_chunks([a.chunks for a in rows], last)
+        schedules = [a.chunks for a in rows]
+        ends = end_chunks(schedules, last)
         if self.on_chunk_ends is not None and any(ends):
-            self.on_chunk_ends(step, sum(ends))
+            coming = readable_ends(schedules, ends, (a.chunks for a in self._active.values()))
+            if coming:
+                self.on_chunk_ends(step, coming)
         for active, codes, end in zip(rows, frames, ends, strict=True):
             if active.first_frame_at is None:
                 active.first_frame_at = now
