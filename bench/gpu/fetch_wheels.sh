@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Wheels the GPU machine lacks for bench/qwen3_gpu.py (it has torch, numpy, scipy, numba, safetensors, ... but
+# Wheels the GPU machine lacks for speakwire.bench.qwen3.gpu (it has torch, numpy, scipy, numba, safetensors, ... but
 # transformers 5.x, which qwen-tts 0.1.1 does not support). Run here, before the device call; the wheels land in
 # .whl/ (git-ignored via .git/info/exclude) and travel with `carry: [".whl"]`.
 set -euo pipefail

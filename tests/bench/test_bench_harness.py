@@ -1,7 +1,7 @@
 """The load generator end to end against a real in-process server with the real Piper voice.
 
 Behaviour only: the report has the right shape and physically sane values. How fast anything is
-belongs to the benchmark (bench/run.py), never to a test assertion.
+belongs to the benchmark (``speakwire bench load``), never to a test assertion.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import pytest
 
 from speakwire.bench.engine_loop import run_engine_level
 from speakwire.bench.loadgen import SpeakwireHttpTarget, SpeakwireWebSocketTarget, StreamTarget, run_level
+from speakwire.bench.metrics import metric
+from speakwire.bench.process import CpuMeter
 from speakwire.bench.report import markdown, write_all
 from speakwire.bench.results import LevelResult
-from speakwire.bench.servers import CpuMeter, server_counter
 from speakwire.engines.piper import PiperEngine
 from support.live_server import LiveServer
 
@@ -63,9 +64,11 @@ async def test_both_protocols_deliver_the_same_amount_of_audio_for_the_same_text
 
 
 def test_server_metrics_and_cpu_are_read_around_a_level(server: LiveServer) -> None:
-    underruns = server_counter(server.url, "speakwire_underruns_total")
+    underruns = metric(server.url, "speakwire_underruns_total")
     assert underruns is None or underruns >= 0
-    assert server_counter(server.url, "speakwire_no_such_metric_total") is None
+    assert metric(server.url, "speakwire_no_such_metric_total") is None
+    assert metric(server.url, "speakwire_no_such_metric_total", missing=0.0) == 0.0
+    assert metric("http://127.0.0.1:1", "speakwire_underruns_total", missing=0.0) is None  # nobody answers
     meter = CpuMeter(None)
     meter.start()
     assert meter.stop() is None

@@ -143,5 +143,5 @@ async def test_past_the_limit_streams_are_refused_with_retry_after_and_admitted_
     assert 'speakwire_rejections_total{engine="piper",protocol="websocket"} 1.0' in body
     assert 'speakwire_rejections_total{engine="piper",protocol="http"} 1.0' in body
     # Underruns are counted where a listener would hear them (not asserted as zero: that is a matter of
-    # timing, and this machine is shared; bench/open_loop.py measures stalls near capacity).
+    # timing, and this machine is shared; `speakwire bench open-loop` measures stalls near capacity).
     assert re.search(r'^speakwire_underruns_total\{engine="piper",protocol="websocket"\} \d', body, re.MULTILINE)

@@ -1,86 +1,74 @@
-"""Time to first audio per dialect: the same paragraph, the same server, each vendor's own client.
+"""Time to first audio per dialect: the same reply, the same server, each vendor's own client.
 
-Starts ``python -m speakwire serve`` (embedded Piper voice, Wyoming port on) on loopback, then runs
-every probe in ``bench/dialects/`` round-robin — one request at a time, so they never compete — and
-reports min / median / max per dialect and the ratio of each median to the plain OpenAI HTTP one.
+Starts ``python -m speakwire serve`` (embedded Piper voice, Wyoming port on) on loopback, or measures
+``--url``, then runs every probe of ``speakwire.bench.dialects`` round-robin (one request at a time, so
+they never compete; round 0 warms every path up and is not counted) and reports min / median / max per
+probe and the ratio of each median to the plain OpenAI HTTP one. A probe whose client is not installed
+or that fails is reported as an error; the others still run.
 
-    python bench/dialect_latency.py --out bench/results/dialects-2core [--rounds 7]
+    speakwire bench dialect-latency --out bench/results/dialects-2core [--rounds 7]
+    speakwire bench dialect-latency --probes cartesia,cartesia_sse --rounds 5   # some probes, no files
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import importlib.util
+import importlib
 import inspect
-import json
 import os
-import platform
 import statistics
-import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
+from typing import Any
 
-# Run as a script, bench/ is first on sys.path, and bench/wyoming.py would hide the wyoming package.
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
+from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.dialects import DIALECTS, Probe
+from speakwire.bench.machine import describe, one_line
+from speakwire.bench.results import write_results
+from speakwire.bench.servers import free_port, speakwire_server
+from speakwire.bench.texts import REPLY
 
-from speakwire.bench.servers import ServerProcess, free_port  # noqa: E402
-
-PARAGRAPH = (
-    "Thanks for calling. Your order shipped this morning and should arrive on Thursday. "
-    "Is there anything else I can help you with today?"
-)
-PROBES = Path(__file__).parent / "dialects"
 BASELINE = "openai_http"
 
 
-def load_probes() -> dict[str, ModuleType]:
-    probes = {}
-    for path in sorted(PROBES.glob("*.py")):
-        spec = importlib.util.spec_from_file_location(f"dialect_probe_{path.stem}", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        if hasattr(module, "first_audio_s"):
-            probes[path.stem] = module
+def load_probes(errors: dict[str, str]) -> dict[str, Probe]:
+    """Every dialect module's probes, by name; a module whose client is missing goes into ``errors``."""
+    probes: dict[str, Probe] = {}
+    for dialect in DIALECTS:
+        try:
+            module = importlib.import_module(f"speakwire.bench.dialects.{dialect}")
+        except ImportError as exc:
+            errors[dialect] = f"{exc} (pip install -e '.[test]' installs every vendor client)"
+            continue
+        probes.update(module.PROBES)
     return probes
 
 
-def measure(probe: ModuleType, base_url: str) -> float:
-    result = probe.first_audio_s(base_url, PARAGRAPH)
+def measure(probe: Probe, base_url: str, text: str) -> float:
+    result = probe(base_url, text)
     if inspect.isawaitable(result):
         result = asyncio.run(result)  # type: ignore[arg-type]
-    return float(result)
+    return float(result)  # type: ignore[arg-type]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
-    probes = load_probes()
-    port, wyoming_port = free_port(), free_port()
-    argv = [sys.executable, "-m", "speakwire", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--wyoming-port", str(wyoming_port), "--log-level", "warning"]  # fmt: skip
-    os.environ["SPEAKWIRE_WYOMING_PORT"] = str(wyoming_port)  # where bench/dialects/wyoming.py connects
+def run_rounds(probes: dict[str, Probe], base_url: str, rounds: int, errors: dict[str, str]) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {name: [] for name in probes}
-    errors: dict[str, str] = {}
-    with tempfile.TemporaryDirectory() as logs:
-        server = ServerProcess("speakwire", argv, ready_url=f"http://127.0.0.1:{port}/ready", log_dir=Path(logs))
-        with server:
-            base_url = f"http://127.0.0.1:{port}"
-            for round_index in range(args.rounds + 1):  # round 0 warms every path up and is not counted
-                for name, probe in probes.items():
-                    if name in errors:
-                        continue
-                    try:
-                        seconds = measure(probe, base_url)
-                    except Exception as exc:  # a broken probe is reported, the others still run
-                        errors[name] = f"{type(exc).__name__}: {exc}"
-                        continue
-                    if round_index:
-                        times[name].append(seconds)
+    for round_index in range(rounds + 1):  # round 0 warms every path up and is not counted
+        for name, probe in probes.items():
+            if name in errors:
+                continue
+            try:
+                seconds = measure(probe, base_url, REPLY)
+            except Exception as exc:  # a broken probe is reported, the others still run
+                errors[name] = f"{type(exc).__name__}: {exc}"
+                continue
+            if round_index:
+                times[name].append(seconds)
+    return times
+
+
+def table(times: dict[str, list[float]]) -> list[dict[str, Any]]:
     baseline = statistics.median(times[BASELINE]) if times.get(BASELINE) else None
     rows = []
     for name, values in times.items():
@@ -90,17 +78,52 @@ def main() -> int:
         rows.append({"dialect": name, "rounds": len(values), "min_ms": round(min(values) * 1000, 1),
                      "median_ms": round(median * 1000, 1), "max_ms": round(max(values) * 1000, 1),
                      "ratio_to_openai_http": round(median / baseline, 2) if baseline else None})  # fmt: skip
-    result = {"text": PARAGRAPH, "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-              "python": platform.python_version()}, "rows": rows, "errors": errors}  # fmt: skip
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "dialect_latency.json").write_text(json.dumps(result, indent=2) + "\n")
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]], errors: dict[str, str]) -> str:
     lines = ["| dialect | rounds | min ms | median ms | max ms | median ÷ OpenAI HTTP |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['dialect']} | {r['rounds']} | {r['min_ms']} | {r['median_ms']} | {r['max_ms']} | "
               f"{r['ratio_to_openai_http']} |" for r in rows]  # fmt: skip
     lines += [f"| {name} | error: {message} |" for name, message in errors.items()]
-    table = "\n".join(lines)
-    (args.out / "dialect_latency.md").write_text(table + "\n")
-    print(table)
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argument_parser(__name__, __doc__)
+    parser.add_argument("--out", type=Path, help="write dialect_latency.json and .md here")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--probes", help="comma-separated probe names (default: all)")
+    parser.add_argument("--url", help="measure this running server instead of starting one")
+    parser.add_argument("--wyoming-port", type=int, help="the --url server's Wyoming port (default 10200)")
+    args = parser.parse_args(argv)
+    errors: dict[str, str] = {}
+    probes = load_probes(errors)
+    if args.probes:
+        wanted = [name.strip() for name in args.probes.split(",") if name.strip()]
+        unknown = sorted(set(wanted) - set(probes) - set(errors))
+        if unknown:
+            parser.error(f"unknown probe(s) {', '.join(unknown)}; choose from {', '.join(probes)}")
+        probes = {name: probes[name] for name in wanted if name in probes}
+        errors = {name: message for name, message in errors.items() if name in wanted}
+    machine = describe()
+    if args.url:
+        if args.wyoming_port:
+            os.environ["SPEAKWIRE_WYOMING_PORT"] = str(args.wyoming_port)
+        times = run_rounds(probes, args.url.rstrip("/"), args.rounds, errors)
+    else:
+        wyoming_port = free_port()
+        os.environ["SPEAKWIRE_WYOMING_PORT"] = str(wyoming_port)  # where the wyoming probes connect
+        with tempfile.TemporaryDirectory() as logs, speakwire_server(
+            Path(logs), "--wyoming-port", str(wyoming_port)
+        ) as server:
+            times = run_rounds(probes, server.url, args.rounds, errors)
+    rows = table(times)
+    text = markdown(rows, errors)
+    if args.out:
+        result = {"text": REPLY, "machine": machine, "rows": rows, "errors": errors}
+        write_results(args.out, result, text, json_name="dialect_latency.json", markdown_name="dialect_latency.md")
+    print(f"{one_line(machine)}\n\n{text}", end="")
     return 1 if errors else 0
 
 

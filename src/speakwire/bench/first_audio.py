@@ -1,6 +1,6 @@
 """Time to first audio for one 3-sentence paragraph, HTTP streaming and the WebSocket (the core issues' figures).
 
-    python bench/first_audio.py [--url http://127.0.0.1:8000] [--repeats 5]
+    speakwire bench first-audio [--url http://127.0.0.1:8000] [--repeats 5]
 
 Without --url it starts ``speakwire serve`` on a free port itself. Reports medians of
 ``--repeats`` runs after one warm-up:
@@ -12,30 +12,27 @@ Without --url it starts ``speakwire serve`` on a free port itself. Reports media
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import platform
 import socket
 import statistics
-import subprocess
-import sys
+import tempfile
 import time
+from collections.abc import Sequence
+from pathlib import Path
 
 import httpx
 
+from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.loadgen import text_pieces
+from speakwire.bench.machine import describe, one_line
+from speakwire.bench.servers import speakwire_server, websocket_url
 from speakwire.client.stream import SpeechStreamClient
 
 PARAGRAPH = (
     "Thanks for calling, this is the voice assistant speaking. Your order shipped this morning and should "
     "arrive on Tuesday. Is there anything else I can help you with today?"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # httpx writes a request's headers and body separately; without TCP_NODELAY, Nagle's algorithm holds the body
@@ -56,49 +53,40 @@ def http_once(url: str) -> tuple[float, float]:
 
 
 async def ws_once(url: str) -> float:
-    words = PARAGRAPH.split(" ")
-    pieces = [" ".join(words[i : i + 5]) + " " for i in range(0, len(words), 5)]
-    ws_url = url.replace("http", "ws", 1) + "/v1/audio/speech/stream"
-    async with await SpeechStreamClient.connect(ws_url) as client:
+    async with await SpeechStreamClient.connect(websocket_url(url, "/v1/audio/speech/stream")) as client:
         await client.configure(response_format="pcm", stream_audio=True)
-        result = await client.speak(pieces, piece_delay_s=0.05)
+        result = await client.speak(text_pieces(PARAGRAPH, 5), piece_delay_s=0.05)
     assert result.time_to_first_audio_s is not None
     return result.time_to_first_audio_s
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--url")
+def measure(url: str, repeats: int) -> tuple[list[tuple[float, float]], list[float]]:
+    """One warm-up each, then ``repeats`` HTTP (first byte, last byte) and WebSocket first audio timings."""
+    http_once(url)
+    asyncio.run(ws_once(url))
+    http = [http_once(url) for _ in range(repeats)]
+    ws = [asyncio.run(ws_once(url)) for _ in range(repeats)]
+    return http, ws
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argument_parser(__name__, __doc__)
+    parser.add_argument("--url", help="a running speakwire (default: start one)")
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
-    server = None
-    url = args.url
-    if url is None:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        server = subprocess.Popen(
-            [sys.executable, "-m", "speakwire", "serve", "--port", str(port), "--log-level", "warning"]
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-    try:
-        http_once(url)
-        asyncio.run(ws_once(url))  # warm-up
-        http = [http_once(url) for _ in range(args.repeats)]
-        ws = [asyncio.run(ws_once(url)) for _ in range(args.repeats)]
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=20)
-    ms = lambda xs: [round(x * 1000) for x in xs]  # noqa: E731
+    args = parser.parse_args(argv)
+    machine = describe()
+    if args.url:
+        http, ws = measure(args.url.rstrip("/"), args.repeats)
+    else:
+        with tempfile.TemporaryDirectory() as logs, speakwire_server(Path(logs)) as server:
+            http, ws = measure(server.url, args.repeats)
+
+    def ms(values: list[float]) -> list[int]:
+        return [round(x * 1000) for x in values]
+
     first, total = [h[0] for h in http], [h[1] for h in http]
     report = {
-        "machine": f"{platform.processor() or platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores",
+        "machine": one_line(machine),
         "paragraph_chars": len(PARAGRAPH),
         "http_first_byte_ms": ms(first),
         "http_first_byte_median_ms": round(statistics.median(first) * 1000, 1),
@@ -108,7 +96,8 @@ def main() -> None:
         "ws_first_audio_median_ms": round(statistics.median(ws) * 1000, 1),
     }
     print(json.dumps(report, indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

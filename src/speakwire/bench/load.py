@@ -1,6 +1,6 @@
-"""Run the whole benchmark: every target at every concurrency level, then write the report.
+"""The load benchmark: every target at every concurrency level (a closed loop), then the report.
 
-``bench/run.py`` and ``speakwire bench`` both land in ``run()``. The engine is loaded and the servers
+``speakwire bench`` (with no name, or ``load``) lands in ``run()``. The engine is loaded and the servers
 are started (and warmed up) first and stay up, idle when not measured; then each concurrency level
 runs every target in turn, one at a time so they never compete for the cores. Interleaving by level,
 rather than target after target, matters on a shared machine: load drifts over minutes, and targets
@@ -8,7 +8,10 @@ compared at one level should see the same conditions. Everything listens on loop
 loop is bounded (a fixed number of utterances per level, a timeout per stream), and every child
 process is stopped on the way out, error or Ctrl-C included.
 
-Heavy imports wait until ``run()``, so registering the CLI subcommand costs nothing.
+Heavy imports wait until ``run()``.
+
+    speakwire bench --out bench/results/<name>                                  # ~6 min on 2 cores
+    speakwire bench load --out /tmp/bench --concurrency 1,4 --min-streams 2     # harness check, ~1 min
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import argparse
 import asyncio
 import contextlib
 import datetime
-import json
 import os
 import shutil
 import signal
@@ -27,17 +29,19 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.texts import paragraphs
+
 if TYPE_CHECKING:
     from speakwire.bench.loadgen import StreamTarget
     from speakwire.bench.results import LevelResult
 
 ALL_TARGETS = ("engine", "speakwire-http", "speakwire-ws", "piper-http")
 DEFAULT_CONCURRENCY = "1,2,4,8,16,32"
-_REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The benchmark's options, shared by ``bench/run.py`` and ``speakwire bench``."""
+    """The load benchmark's options."""
     p.add_argument("--out", type=Path, help="Result folder (default: bench/results/<UTC time>).")
     p.add_argument("--url", help="Benchmark this running speakwire server instead of starting one.")
     p.add_argument("--server-pid", type=int, help="PID of the --url server, to report its CPU use.")
@@ -47,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"Concurrent streams per level, comma-separated (default {DEFAULT_CONCURRENCY}).")  # fmt: skip
     p.add_argument("--min-streams", type=int, default=8,
                    help="Utterances per level: max(concurrency, this); default 8.")  # fmt: skip
-    p.add_argument("--texts", type=Path, help="JSON with a 'paragraphs' list (default: bench/texts.json).")
+    p.add_argument("--texts", type=Path, help="JSON with a 'paragraphs' list (default: the packaged texts).")
     p.add_argument("--words-per-piece", type=int, default=5, help="WebSocket text feed: words per input.text.")
     p.add_argument("--piece-interval", type=float, default=0.05, help="WebSocket text feed: seconds between pieces.")
     p.add_argument("--workers", type=int, help="Engine threads of the speakwire server it starts (default: its own).")
@@ -56,19 +60,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--level-pause", type=float, default=1.0, help="Idle seconds between levels (lets queues drain).")
     p.add_argument("--profile", type=int, metavar="STREAMS",
                    help="Record the speakwire server with py-spy during its levels at this concurrency.")  # fmt: skip
-
-
-def find_texts(path: Path | None) -> list[str]:
-    """The benchmark paragraphs: ``--texts``, else ``bench/texts.json`` under the cwd or the source checkout."""
-    candidates = [path] if path else [Path.cwd() / "bench" / "texts.json", _REPO_ROOT / "bench" / "texts.json"]
-    for candidate in candidates:
-        if candidate is not None and candidate.is_file():
-            data = json.loads(candidate.read_text(encoding="utf-8"))
-            paragraphs = data["paragraphs"] if isinstance(data, dict) else data
-            if not paragraphs or not all(isinstance(p, str) and p.strip() for p in paragraphs):
-                raise SystemExit(f"{candidate}: 'paragraphs' must be a non-empty list of texts")
-            return list(paragraphs)
-    raise SystemExit("benchmark texts not found: run from the repository root or pass --texts FILE")
 
 
 def _parse_concurrency(value: str) -> list[int]:
@@ -134,7 +125,7 @@ class _Run:
         if unknown:
             raise SystemExit(f"unknown target(s) {', '.join(unknown)}; choose from {', '.join(ALL_TARGETS)}")
         self.concurrency = _parse_concurrency(args.concurrency)
-        self.texts = find_texts(args.texts)
+        self.texts = paragraphs(args.texts)
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
         self.out: Path = args.out or Path("bench") / "results" / stamp
         self.levels: list[LevelResult] = []
@@ -172,7 +163,7 @@ class _Run:
 
     def _engine_runner(self) -> Callable[[int], LevelResult]:
         from speakwire.bench.engine_loop import run_engine_level
-        from speakwire.bench.servers import CpuMeter
+        from speakwire.bench.process import CpuMeter
         from speakwire.engines.base import SynthesisRequest
         from speakwire.engines.piper import PiperEngine
 
@@ -195,17 +186,16 @@ class _Run:
         self, stack: contextlib.ExitStack, wanted: Sequence[str]
     ) -> dict[str, Callable[[int], LevelResult]]:
         from speakwire.bench.loadgen import SpeakwireHttpTarget, SpeakwireWebSocketTarget
-        from speakwire.bench.servers import free_port, speakwire_server
+        from speakwire.bench.servers import speakwire_server, websocket_url
 
         if self.args.url:
             base, pid = self.args.url.rstrip("/"), self.args.server_pid
         else:
-            port = free_port()
-            server = speakwire_server(port, self.out, workers=self.args.workers, max_streams=max(64, *self.concurrency))
+            server = speakwire_server(self.out, workers=self.args.workers, max_streams=max(64, *self.concurrency))
             _log(f"speakwire: starting `{' '.join(server.argv[1:])}` and waiting for /ready")
             stack.enter_context(server)
-            base, pid = f"http://127.0.0.1:{port}", server.pid
-        ws_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + "/v1/audio/speech/stream"
+            base, pid = server.url, server.pid
+        ws_url = websocket_url(base, "/v1/audio/speech/stream")
         factories: dict[str, Callable[[int], StreamTarget]] = {
             "speakwire-http": lambda conc: SpeakwireHttpTarget(
                 base, timeout_s=self.args.stream_timeout, max_connections=conc + 4
@@ -233,17 +223,16 @@ class _Run:
         import importlib.util
 
         from speakwire.bench.loadgen import PiperHttpTarget
-        from speakwire.bench.servers import free_port, piper_server
+        from speakwire.bench.servers import piper_server
 
         if importlib.util.find_spec("flask") is None:
             self.skipped["piper-http"] = "Flask is not installed (pip install -r bench/requirements.txt)"
             _log(f"piper-http skipped: {self.skipped['piper-http']}")
             return {}
-        port = free_port()
-        server = piper_server(port, self.out, self.model_path())
+        server = piper_server(self.out, self.model_path())
         _log("piper-http: starting Piper's own server (python -m piper.http_server)")
         stack.enter_context(server)
-        base = f"http://127.0.0.1:{port}"
+        base = server.url
         self._warm_up(PiperHttpTarget(base, timeout_s=self.args.stream_timeout))
 
         def level(conc: int) -> LevelResult:
@@ -266,17 +255,18 @@ class _Run:
         self, target: StreamTarget, conc: int, pid: int | None, *, metrics_url: str | None
     ) -> LevelResult:
         from speakwire.bench.loadgen import run_level
-        from speakwire.bench.servers import CpuMeter, server_counter
+        from speakwire.bench.metrics import metric
+        from speakwire.bench.process import CpuMeter
 
         server_meter, client_meter = CpuMeter(pid), CpuMeter(os.getpid())
-        underruns_before = server_counter(metrics_url, "speakwire_underruns_total") if metrics_url else None
+        underruns_before = metric(metrics_url, "speakwire_underruns_total") if metrics_url else None
         server_meter.start()
         client_meter.start()
         level = asyncio.run(run_level(target, self.texts, concurrency=conc, streams=self.streams_at(conc)))
         level.server_cpu_pct = server_meter.stop()
         level.client_cpu_pct = client_meter.stop()
         if metrics_url and underruns_before is not None:
-            after = server_counter(metrics_url, "speakwire_underruns_total")
+            after = metric(metrics_url, "speakwire_underruns_total")
             level.server_underruns = None if after is None else round(after - underruns_before)
         return level
 
@@ -339,6 +329,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = argument_parser(__name__, __doc__)
     add_arguments(parser)
     return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

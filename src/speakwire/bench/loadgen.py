@@ -13,6 +13,9 @@ Three targets speak the same paragraphs:
   enough words to make a first segment, as a voice agent would.
 * ``PiperHttpTarget``: Piper's own Flask server (``POST /synthesize``), which answers with one whole WAV;
   its "first audio" is the first byte of that file.
+
+``websocket_reply`` is one utterance over the speech stream, with every piece's send time: the WebSocket
+target and the open-loop benchmark both speak through it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import struct
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
@@ -186,6 +189,82 @@ def parse_wav_head(head: bytes) -> tuple[int, int]:
     raise ValueError("WAV header not within the first bytes of the response")
 
 
+@dataclass(slots=True)
+class WebSocketReply:
+    """One utterance over the speech stream as the client saw it (``time.perf_counter`` instants)."""
+
+    arrivals: list[tuple[float, int]] = field(default_factory=list)
+    """(arrival time, byte count) of every binary audio frame."""
+    sample_rate: int = 24000
+    first_sent: float | None = None
+    """Just before the first ``input.text`` went out."""
+    sent_at: list[float] = field(default_factory=list)
+    """After each piece went out, then after ``input.done``."""
+    first_segment: str = ""
+    """The first ``audio.start``'s ``sentence_text``: the words the server's first audio speaks."""
+    refused: bool = False
+    """Admission control said no (a ``busy`` error, close 1013)."""
+    error: str | None = None
+    ended_at: float = 0.0
+
+
+async def websocket_reply(
+    url: str, pieces: Sequence[str], *, piece_interval_s: float, timeout_s: float
+) -> WebSocketReply:
+    """Send ``pieces`` as ``input.text`` events ``piece_interval_s`` apart (an LLM's feed), then ``input.done``,
+    and collect the audio until ``session.done``. Failures go into the reply, never raise."""
+    reply = WebSocketReply()
+
+    async def feed(client: SpeechStreamClient) -> None:
+        for i, piece in enumerate(pieces):
+            if i and piece_interval_s:
+                await asyncio.sleep(piece_interval_s)
+            if reply.first_sent is None:
+                reply.first_sent = time.perf_counter()
+            await client.send_text(piece)
+            reply.sent_at.append(time.perf_counter())
+        await client.done()
+        reply.sent_at.append(time.perf_counter())
+
+    try:
+        async with asyncio.timeout(timeout_s):
+            client = await SpeechStreamClient.connect(url)
+            sender: asyncio.Task[None] | None = None
+            try:
+                await client.configure(response_format="pcm", stream_audio=True)
+                sender = asyncio.create_task(feed(client))
+                while True:
+                    message = await client.receive()
+                    if isinstance(message, bytes):
+                        reply.arrivals.append((time.perf_counter(), len(message)))
+                        continue
+                    kind = message.get("type")
+                    if kind == "audio.start":
+                        reply.sample_rate = int(message.get("sample_rate", reply.sample_rate))
+                        reply.first_segment = reply.first_segment or str(message.get("sentence_text", ""))
+                    elif kind == "error":
+                        reply.refused = reply.refused or message.get("code") == "busy"
+                        reply.error = f"error event: {message.get('message')}"
+                    elif kind == "session.done":
+                        break
+            finally:
+                if sender is not None:
+                    sender.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await sender
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+    except TimeoutError:
+        reply.error = f"timed out after {timeout_s:g} s"
+    except TransportClosed as exc:
+        reply.refused = reply.refused or exc.code == 1013
+        reply.error = reply.error or f"stream closed before session.done: {exc}"
+    except OSError as exc:
+        reply.error = f"{type(exc).__name__}: {exc}"
+    reply.ended_at = time.perf_counter()
+    return reply
+
+
 class SpeakwireWebSocketTarget(StreamTarget):
     """The speech stream with an LLM-like text feed: ``words_per_piece`` words every ``piece_interval_s``."""
 
@@ -199,55 +278,12 @@ class SpeakwireWebSocketTarget(StreamTarget):
         self.piece_interval_s = piece_interval_s
 
     async def _stream(self, text: str) -> _Stream:
-        arrivals: list[tuple[float, int]] = []
-        first_sent: list[float] = []
-        rate = 24000
-        error: str | None = None
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                client = await SpeechStreamClient.connect(self.url)
-                try:
-                    await client.configure(response_format="pcm", stream_audio=True)
-                    sender = asyncio.create_task(self._feed(client, text, first_sent))
-                    try:
-                        while True:
-                            message = await client.receive()
-                            if isinstance(message, bytes):
-                                arrivals.append((time.perf_counter(), len(message)))
-                                continue
-                            kind = message.get("type")
-                            if kind == "audio.start":
-                                rate = int(message.get("sample_rate", rate))
-                            elif kind == "error":
-                                error = f"error event: {message.get('message')}"
-                            elif kind == "session.done":
-                                break
-                    finally:
-                        if not sender.done():
-                            sender.cancel()
-                        with contextlib.suppress(asyncio.CancelledError, TransportClosed):
-                            await sender
-                finally:
-                    with contextlib.suppress(Exception):
-                        await client.aclose()
-        except TimeoutError:
-            error = f"timed out after {self.timeout_s:g} s"
-        except TransportClosed as exc:
-            error = error or f"stream closed before session.done: {exc}"
-        except OSError as exc:
-            error = f"{type(exc).__name__}: {exc}"
-        ended_at = time.perf_counter()
-        sent_at = first_sent[0] if first_sent else ended_at
-        return _Stream(sent_at, ended_at, arrivals, rate * 2, error=error)
-
-    async def _feed(self, client: SpeechStreamClient, text: str, first_sent: list[float]) -> None:
-        for i, piece in enumerate(text_pieces(text, self.words_per_piece)):
-            if i and self.piece_interval_s:
-                await asyncio.sleep(self.piece_interval_s)
-            if not first_sent:
-                first_sent.append(time.perf_counter())
-            await client.send_text(piece)
-        await client.done()
+        pieces = text_pieces(text, self.words_per_piece)
+        reply = await websocket_reply(
+            self.url, pieces, piece_interval_s=self.piece_interval_s, timeout_s=self.timeout_s
+        )
+        sent_at = reply.first_sent if reply.first_sent is not None else reply.ended_at
+        return _Stream(sent_at, reply.ended_at, reply.arrivals, reply.sample_rate * 2, error=reply.error)
 
 
 async def run_level(target: StreamTarget, texts: Sequence[str], *, concurrency: int, streams: int) -> LevelResult:

@@ -6,9 +6,9 @@ them latency-critical (frame-streamed first sentence), half whole sentences. It 
 memory after a warm-up, right after every round (freed pages not yet returned count too), and after
 6 s idle, and the throughput (audio seconds per wall second).
 
-    python bench/memory_growth.py                      # every configuration, one after the other
-    python bench/memory_growth.py --configs arena,bounded --rounds 12
-    python bench/memory_growth.py --speed 4           # speed on one worker thread, interleaved by process
+    speakwire bench memory-growth                      # every configuration, one after the other
+    speakwire bench memory-growth --configs arena,bounded --rounds 12
+    speakwire bench memory-growth --speed 4            # speed on one worker thread, interleaved by process
 
 Configurations:
 
@@ -29,22 +29,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.process import rss_mib
+from speakwire.bench.texts import WORDS, paragraphs
+
 CONFIGS = ("arena", "ort-only", "bounded")
-WORDS = (
-    "the", "order", "shipped", "this", "morning", "and", "should", "arrive", "on", "tuesday", "is", "there",
-    "anything", "else", "I", "can", "help", "you", "with", "today", "thanks", "for", "calling", "your", "account",
-    "number", "ends", "in", "four", "two", "seven",
-)  # fmt: skip
-
-
-def rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
 
 
 def load(config: str):  # type: ignore[no-untyped-def]
@@ -117,8 +110,7 @@ def speed_child(config: str, passes: int) -> dict[str, list[float]]:
     from speakwire.engines.base import SynthesisRequest
 
     engine = load(config)
-    texts = json.loads(Path(__file__).with_name("texts.json").read_text())["paragraphs"]
-    sentences = [s for p in texts for s in re.split(r"(?<=\.) ", p)][:6]
+    sentences = [s for p in paragraphs() for s in re.split(r"(?<=\.) ", p)][:6]
     results: dict[str, list[float]] = {"whole": [], "streamed": []}
 
     def bench() -> None:  # on a thread, as the server's workers (glibc gives threads their own arenas)
@@ -156,13 +148,13 @@ def speed(configs: list[str], rounds: int) -> dict[str, dict[str, list[float]]]:
 
 def _run_child(extra: list[str]) -> Any:
     env = {k: v for k, v in os.environ.items() if k not in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")}
-    argv = [sys.executable, __file__, *extra]
+    argv = [sys.executable, "-m", "speakwire.bench.memory_growth", *extra]
     out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argument_parser(__name__, __doc__)
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--per-round", type=int, default=10, help="calls per thread per round")
@@ -171,13 +163,13 @@ def main() -> None:
     parser.add_argument("--speed-child", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, args.rounds, args.per_round, args.threads)), flush=True)
-        return
+        return 0
     if args.speed_child:
         print(json.dumps(speed_child(args.speed_child, 2)), flush=True)
-        return
+        return 0
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     unknown = sorted(set(configs) - set(CONFIGS))
     if unknown:
@@ -190,6 +182,7 @@ def main() -> None:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"load_average": os.getloadavg(), **report}, indent=2) + "\n")
+    return 0
 
 
 def growth(configs: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -209,4 +202,4 @@ def growth(configs: list[str], args: argparse.Namespace) -> list[dict[str, Any]]
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

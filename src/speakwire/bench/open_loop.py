@@ -1,6 +1,6 @@
 """Open-loop latency near capacity: Poisson arrivals of LLM-fed WebSocket streams, and a 16-stream burst.
 
-Closed loops (``bench/run.py``) keep N streams in flight, so a slow server slows its own load down.
+Closed loops (``speakwire bench load``) keep N streams in flight, so a slow server slows its own load down.
 Real traffic does not wait: callers arrive at random (Poisson) whether or not the server keeps up. So
 this benchmark starts streams at exponential intervals for a rate that is a given share of the capacity
 the server reports in ``GET /ready`` (``capacity.measured_real_time_streams``: audio seconds the engine
@@ -8,7 +8,7 @@ makes per wall second with every worker busy), at 30/50/70/90% by default:
 
     arrivals per second = share × measured real-time streams / mean reply audio seconds
 
-Each stream is a voice agent's reply: ~9 s of speech (sentences of ``bench/texts.json`` grouped to
+Each stream is a voice agent's reply: ~9 s of speech (sentences of the benchmark texts grouped to
 ~150 characters), sent to ``/v1/audio/speech/stream`` one word at a time at LLM speed (``--words-per-s``
 50, about 65 tokens per second), then ``input.done``. The client plays what arrives in real time through
 a 100 ms jitter buffer (``--jitter``): first audio is timed from the first word sent, and a stall is
@@ -20,8 +20,8 @@ The burst opens 16 streams in the same instant and sets their first audio beside
 with W workers, the k-th first audio cannot come before one idle stream's first audio plus
 ``ceil(k / W) - 1`` more first windows (the idle HTTP first audio of the same first segment).
 
-    python bench/open_loop.py --out bench/results/open-loop-2core            # ~10 min: 4 levels × 120 s
-    python bench/open_loop.py --level-s 20 --levels 30,70 --out /tmp/ol      # smoke run, ~2 min
+    speakwire bench open-loop --out bench/results/open-loop-2core            # ~10 min: 4 levels × 120 s
+    speakwire bench open-loop --level-s 20 --levels 30,70 --out /tmp/ol      # smoke run, ~2 min
 
 It starts ``python -m speakwire serve`` on a free loopback port (admission derived from the measured
 capacity, as a plain ``speakwire serve``), or measures ``--url``.
@@ -31,26 +31,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import math
-import os
-import platform
 import random
 import re
-import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.loadgen import text_pieces, websocket_reply
+from speakwire.bench.machine import describe, load_average
+from speakwire.bench.metrics import scrape
 from speakwire.bench.playback import simulate
-from speakwire.bench.results import percentile
-from speakwire.bench.servers import ServerProcess, free_port
-from speakwire.client.stream import SpeechStreamClient
-from speakwire.client.transport import TransportClosed
+from speakwire.bench.results import percentile, write_results
+from speakwire.bench.servers import ServerProcess, speakwire_server, websocket_url
+from speakwire.bench.texts import TEXTS_JSON, paragraphs
 
 OUTPUT_RATE = 24000
 """What the WebSocket streams by default (s16le mono)."""
@@ -100,73 +100,18 @@ class Stream:
 async def one_stream(url: str, text: str, *, words_per_s: float, jitter_s: float, arrival_s: float = 0.0) -> Stream:
     """Feed ``text`` word by word, collect the audio, replay it through a jitter-buffered real-time player."""
     stream = Stream(arrival_s=arrival_s, chars=len(text))
-    arrivals: list[tuple[float, int]] = []
-    rate = OUTPUT_RATE
-    first_sent: list[float] = []
-    sent_at: list[float] = []
-    words = text.split(" ")
-
-    async def feed(client: SpeechStreamClient) -> None:
-        for i, word in enumerate(words):
-            if i:
-                await asyncio.sleep(1 / words_per_s)
-            if not first_sent:
-                first_sent.append(time.perf_counter())
-            await client.send_text(word if i == len(words) - 1 else word + " ")
-            sent_at.append(time.perf_counter())
-        await client.done()
-        sent_at.append(time.perf_counter())
-
-    try:
-        async with asyncio.timeout(120):
-            client = await SpeechStreamClient.connect(url)
-            sender: asyncio.Task[None] | None = None
-            try:
-                await client.configure(response_format="pcm", stream_audio=True)
-                sender = asyncio.create_task(feed(client))
-                while True:
-                    message = await client.receive()
-                    if isinstance(message, bytes):
-                        arrivals.append((time.perf_counter(), len(message)))
-                        continue
-                    kind = message.get("type")
-                    if kind == "audio.start":
-                        rate = int(message.get("sample_rate", rate))
-                        if not stream.first_segment:
-                            stream.first_segment = str(message.get("sentence_text", ""))
-                    elif kind == "error":
-                        if message.get("code") == "busy":
-                            stream.refused = True
-                        else:
-                            stream.error = f"error event: {message.get('message')}"
-                    elif kind == "session.done":
-                        break
-            finally:
-                if sender is not None and not sender.done():
-                    sender.cancel()
-                if sender is not None:
-                    with contextlib.suppress(asyncio.CancelledError, TransportClosed, Exception):
-                        await sender
-                with contextlib.suppress(Exception):
-                    await client.aclose()
-    except TransportClosed as exc:
-        if exc.code == 1013:
-            stream.refused = True
-        elif not stream.refused:
-            stream.error = f"closed {exc.code}: {exc.reason}"
-    except TimeoutError:
-        stream.error = "timed out after 120 s"
-    except OSError as exc:
-        stream.error = f"{type(exc).__name__}: {exc}"
-    ended = time.perf_counter()
-    if first_sent:
-        stream.total_s = ended - first_sent[0]
-    if arrivals and first_sent and not stream.refused:
-        stream.ttfa_s = arrivals[0][0] - first_sent[0]
-        completed_by = min(len(stream.first_segment.split()), len(sent_at) - 1)
+    reply = await websocket_reply(url, text_pieces(text, 1), piece_interval_s=1 / words_per_s, timeout_s=120)
+    stream.refused, stream.first_segment = reply.refused, reply.first_segment
+    stream.error = None if reply.refused else reply.error
+    if reply.first_sent is not None:
+        stream.total_s = reply.ended_at - reply.first_sent
+    if reply.arrivals and reply.first_sent is not None and not stream.refused:
+        first_audio = reply.arrivals[0][0]
+        stream.ttfa_s = first_audio - reply.first_sent
+        completed_by = min(len(stream.first_segment.split()), len(reply.sent_at) - 1)
         if stream.first_segment and completed_by >= 0:
-            stream.server_ttfa_s = arrivals[0][0] - sent_at[completed_by]
-        player = simulate(arrivals, rate * 2, jitter_s=jitter_s)
+            stream.server_ttfa_s = first_audio - reply.sent_at[completed_by]
+        player = simulate(reply.arrivals, reply.sample_rate * 2, jitter_s=jitter_s)
         stream.audio_s = player.audio_s
         stream.stalls, stream.stall_s = player.underruns, player.stall_s
         stream.stall_positions_s = [round(p, 2) for p in player.stall_positions_s]
@@ -231,12 +176,8 @@ def max_in_flight(streams: list[Stream]) -> int:
 
 def server_counters(base: str) -> dict[str, float]:
     """Sums over protocols of the server's underrun and rejection counters."""
-    body = httpx.get(f"{base}/metrics", timeout=10).text
-    totals: dict[str, float] = {"underruns": 0.0, "rejections": 0.0}
-    for name in totals:
-        for match in re.finditer(rf"^speakwire_{name}_total\{{[^}}]*\}} (\S+)$", body, re.MULTILINE):
-            totals[name] += float(match.group(1))
-    return totals
+    metrics = scrape(base)
+    return {name: metrics.get(f"speakwire_{name}_total", 0.0) for name in ("underruns", "rejections")}
 
 
 async def wait_idle(base: str, timeout_s: float = 120) -> None:
@@ -300,9 +241,8 @@ async def burst(base: str, ws_url: str, texts: list[str], args: argparse.Namespa
 
 
 async def run(base: str, args: argparse.Namespace) -> dict[str, Any]:
-    ws_url = base.replace("http://", "ws://", 1) + "/v1/audio/speech/stream"
-    paragraphs = json.loads(args.texts.read_text(encoding="utf-8"))["paragraphs"]
-    texts = replies(paragraphs, args.reply_chars)
+    ws_url = websocket_url(base, "/v1/audio/speech/stream")
+    texts = replies(paragraphs(args.texts), args.reply_chars)
     async with httpx.AsyncClient(timeout=10) as http:
         ready = (await http.get(f"{base}/ready")).json()
     capacity = ready.get("capacity") or {}
@@ -372,8 +312,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Open loop: Poisson arrivals of LLM-fed WebSocket streams (embedded Piper voice)",
         "",
-        f"{result['machine']['platform']}, {result['machine']['cpus']} CPUs, load average at start "
-        f"{result['machine']['load_average_start']}.",
+        f"{result['machine']['os']}, {result['machine']['cpu_count']} CPUs, load average at start "
+        f"{result['machine']['load_average_at_start']}.",
         f"Server capacity (`/ready`): {cap.get('measured_real_time_streams')} real-time streams measured at warm-up, "
         f"{cap.get('streams')} admitted ({cap.get('source')}), {cap.get('workers')} workers. Replies: "
         f"{result['replies']} texts, {result['mean_reply_audio_s']} s of audio on average, fed one word every "
@@ -417,8 +357,8 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argument_parser(__name__, __doc__)
     parser.add_argument("--out", type=Path, default=Path("bench/results/open-loop"))
     parser.add_argument("--url", help="measure this running server instead of starting one")
     parser.add_argument("--levels", default="30,50,70,90", help="shares of the measured capacity, in percent")
@@ -427,37 +367,30 @@ def main() -> None:
     parser.add_argument("--words-per-s", type=float, default=50.0, help="LLM speed: words sent per second")
     parser.add_argument("--jitter", type=float, default=0.1, help="client jitter buffer, seconds")
     parser.add_argument("--reply-chars", type=int, default=150, help="reply length (~9 s of speech at 150)")
-    parser.add_argument("--texts", type=Path, default=Path(__file__).with_name("texts.json"))
+    parser.add_argument("--texts", type=Path, default=TEXTS_JSON)
     parser.add_argument("--capacity", type=float, help="real-time streams to take as 100%% instead of /ready's "
                         "measurement (A/B runs on a noisy machine: the same offered load for each variant)")
     parser.add_argument("--server-arg", action="append", default=[], help="extra `speakwire serve` argument")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.levels = [int(x) for x in str(args.levels).split(",") if x.strip()]  # "" = the burst only
-    load_start = [round(x, 2) for x in os.getloadavg()]
+    machine = describe()
     server: ServerProcess | None = None
     if args.url:
         base = args.url.rstrip("/")
     else:
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        argv = [sys.executable, "-m", "speakwire", "serve", "--host", "127.0.0.1", "--port", str(port),
-                "--log-level", "warning", *args.server_arg]  # fmt: skip
-        server = ServerProcess("speakwire", argv, ready_url=f"{base}/ready", log_dir=args.out)
+        server = speakwire_server(args.out, *args.server_arg)
         server.start()
+        base = server.url
     try:
         result = asyncio.run(run(base, args))
     finally:
         if server is not None:
             server.stop()
-    result["machine"] = {
-        "platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-        "load_average_start": load_start, "load_average_end": [round(x, 2) for x in os.getloadavg()],
-    }  # fmt: skip
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "README.md").write_text(markdown(result))
+    result["machine"] = {**machine, "load_average_end": load_average()}
+    write_results(args.out, result, markdown(result), markdown_name="README.md")
     print(markdown(result))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

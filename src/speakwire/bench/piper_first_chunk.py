@@ -1,7 +1,7 @@
 """Piper time to first chunk and total time, frame-streamed vs whole sentences: what does streaming buy?
 
-    python bench/piper_first_chunk.py                    # ~1-2 minutes on 2 cores
-    python bench/piper_first_chunk.py --repeats 3 --threads 2
+    speakwire bench piper-first-chunk                    # ~1-2 minutes on 2 cores
+    speakwire bench piper-first-chunk --repeats 3 --threads 2
 
 Why: ``PiperOptions.stream_frames`` yields each sentence in growing windows of frames after the
 frontend (``speakwire.engines.piper_stream``), instead of one chunk when the whole sentence is decoded.
@@ -16,12 +16,13 @@ the table: on a shared machine the medians move from run to run, the ratios much
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from speakwire.bench.catalogue import argument_parser
 from speakwire.bench.machine import describe, one_line
 from speakwire.engines.base import SynthesisRequest
 from speakwire.engines.piper import PiperEngine, PiperOptions
@@ -66,11 +67,11 @@ def synthesize_once(engine: PiperEngine, text: str) -> Run:
     return Run(first or total, total, samples / sample_rate, chunks)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argument_parser(__name__, __doc__)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="intra-op threads to measure")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     print(one_line(describe()))
     print(f"median of {args.repeats} runs; unseeded (normal noisy synthesis)\n")
@@ -97,6 +98,7 @@ def main() -> None:
                 print("| " + " | ".join(map(str, cells)) + " |")
     load = os.getloadavg()
     print(f"\nload average at end: {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}")
+    return 0
 
 
 def _median(runs: list[Run]) -> Run:
@@ -109,4 +111,4 @@ def _median(runs: list[Run]) -> Run:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""Benchmark results as files: ``results.json`` (everything), ``results.md`` (tables), ``results.png`` (plot).
+"""The load benchmark's result files: ``results.json`` (everything), ``results.md`` (tables), ``results.png`` (plot).
 
 The markdown leads with ratios to the raw engine and to Piper's own server, because absolute numbers
 change with the machine while ratios mostly do not.
@@ -6,13 +6,12 @@ change with the machine while ratios mostly do not.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from speakwire.bench.machine import one_line
-from speakwire.bench.results import LevelResult
+from speakwire.bench.results import LevelResult, write_results
 
 TARGET_ORDER = ("engine", "speakwire-http", "speakwire-ws", "piper-http")
 
@@ -157,11 +156,9 @@ def write_all(
     out_dir: Path, levels: Sequence[LevelResult], machine: dict[str, Any], config: dict[str, Any]
 ) -> dict[str, Path]:
     """Write ``results.json``, ``results.md`` and (with matplotlib) ``results.png``; return their paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / "results.json", "markdown": out_dir / "results.md"}
     document = {"machine": machine, "config": config, "levels": [lv.to_dict() for lv in _ordered(levels)]}
-    paths["json"].write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-    paths["markdown"].write_text(markdown(levels, machine, config), encoding="utf-8")
+    json_path, markdown_path = write_results(out_dir, document, markdown(levels, machine, config))
+    paths = {"json": json_path, "markdown": markdown_path}
     if plot(levels, out_dir / "results.png", title=one_line(machine)):
         paths["plot"] = out_dir / "results.png"
     return paths

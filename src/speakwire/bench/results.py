@@ -1,15 +1,18 @@
-"""What one benchmark stream and one concurrency level measured, and the statistics read from them.
+"""What benchmarks measured: one stream's and one level's records, percentiles, and the result files.
 
 Records keep raw per-stream numbers (so a result file can be re-analysed later); ``LevelResult.summary``
 derives the few numbers people compare: time to first audio p50/p95, real-time factor, underruns per
-stream, throughput (audio seconds per wall second across all streams) and CPU use.
+stream, throughput (audio seconds per wall second across all streams) and CPU use. Every benchmark that
+writes a result folder does it with ``write_results``: the JSON (everything) beside a markdown table.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from speakwire.bench.playback import simulate
@@ -82,7 +85,10 @@ def record_from_arrivals(
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default method) without numpy; None for no values."""
+    """Linear-interpolated percentile (numpy's default method) without numpy; None for no values.
+
+    Every benchmark's p50/p95 is this one, so figures from different benchmarks read alike.
+    """
     if not values:
         return None
     ordered = sorted(values)
@@ -145,3 +151,21 @@ class LevelResult:
             "summary": self.summary(),
             "streams": [asdict(s) for s in self.streams],
         }
+
+
+def write_results(
+    out_dir: Path,
+    document: Mapping[str, Any],
+    markdown: str | None = None,
+    *,
+    json_name: str = "results.json",
+    markdown_name: str = "results.md",
+) -> list[Path]:
+    """Write ``document`` as JSON (paths as strings) and ``markdown`` beside it in ``out_dir``; returns the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / json_name]
+    paths[0].write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
+    if markdown is not None:
+        paths.append(out_dir / markdown_name)
+        paths[1].write_text(markdown, encoding="utf-8")
+    return paths

@@ -1,8 +1,8 @@
-"""Servers under test as child processes, and what is measured around them (CPU, server metrics).
+"""Servers under test as child processes, and the addresses benchmarks reach them at.
 
-The runner starts each server itself (speakwire, then Piper's own Flask server) on a free loopback
-port, waits until it says it is ready, and always stops it again: a benchmark must never leave a
-process behind or listen beyond loopback.
+Every benchmark starts its servers through ``ServerProcess``: on a free loopback port, its output in a log
+file, ready only when it says so, and always stopped again (SIGTERM, then SIGKILL), so a benchmark never
+leaves a process behind or listens beyond loopback.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -29,25 +29,59 @@ def free_port() -> int:
         return port
 
 
+def websocket_url(http_url: str, path: str = "") -> str:
+    """``http://host:port`` (or https) as ``ws://host:port`` (or wss) with ``path`` appended."""
+    base = http_url.rstrip("/")
+    for plain, secure in (("http://", "ws://"), ("https://", "wss://")):
+        if base.startswith(plain):
+            base = secure + base[len(plain) :]
+    return base + path
+
+
+def answers_200(url: str) -> Callable[[], bool]:
+    """A readiness check: GET ``url`` answers 200."""
+
+    def check() -> bool:
+        with contextlib.suppress(httpx.HTTPError):
+            return httpx.get(url, timeout=2).status_code == 200
+        return False
+
+    return check
+
+
 class ServerProcess:
-    """A child process serving HTTP on loopback; a context manager that waits for readiness and stops it.
+    """A child process serving on loopback; a context manager that waits for readiness and stops it.
 
     Args:
         name: For messages and the log file name.
         argv: The command (``sys.executable`` first, usually).
-        ready_url: GET until it answers 200 (``/ready`` for speakwire: 200 only after warm-up).
+        port: The port it listens on (``url`` is ``http://127.0.0.1:<port>``).
         log_dir: stdout and stderr go to ``<log_dir>/<name>.log`` (kept for post-mortems).
+        ready: Called until it returns True; by default GET ``<url>/ready`` answers 200 (speakwire: only
+            after warm-up).
     """
 
     def __init__(
-        self, name: str, argv: Sequence[str], *, ready_url: str, log_dir: Path, ready_timeout_s: float = 180.0
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        port: int,
+        log_dir: Path,
+        ready: Callable[[], bool] | None = None,
+        ready_timeout_s: float = 180.0,
     ):
         self.name = name
         self.argv = list(argv)
-        self.ready_url = ready_url
+        self.port = port
         self.log_path = log_dir / f"{name}.log"
+        self.ready = ready or answers_200(f"{self.url}/ready")
         self.ready_timeout_s = ready_timeout_s
         self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -75,9 +109,8 @@ class ServerProcess:
                 raise RuntimeError(
                     f"{self.name} exited with code {self._process.returncode} before it was ready; see {self.log_path}"
                 )
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.ready_url, timeout=2).status_code == 200:
-                    return
+            if self.ready():
+                return
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"{self.name} not ready within {self.ready_timeout_s:g} s; see {self.log_path}")
@@ -95,77 +128,40 @@ class ServerProcess:
             process.wait(5)
 
 
-def speakwire_server(port: int, log_dir: Path, *, workers: int | None = None, max_streams: int = 64) -> ServerProcess:
-    """``python -m speakwire serve`` on 127.0.0.1:port with the embedded voice."""
+def speakwire_server(
+    log_dir: Path,
+    *serve_args: str,
+    workers: int | None = None,
+    max_streams: int | None = None,
+    name: str = "speakwire",
+) -> ServerProcess:
+    """``python -m speakwire serve`` on a free loopback port (the embedded voice unless ``serve_args`` say).
+
+    Args:
+        log_dir: Where ``<name>.log`` goes.
+        serve_args: More ``speakwire serve`` arguments (``--engine qwen3``, ``--wyoming-port``, ...).
+        workers: ``--workers`` (default: the server's own, one per core).
+        max_streams: ``--max-streams`` (default: the admission limit the server derives from its capacity).
+        name: For messages and the log file.
+    """
+    port = free_port()
     argv = [sys.executable, "-m", "speakwire", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--max-streams", str(max_streams), "--log-level", "warning"]  # fmt: skip
+            "--log-level", "warning"]  # fmt: skip
     if workers:
         argv += ["--workers", str(workers)]
-    return ServerProcess("speakwire", argv, ready_url=f"http://127.0.0.1:{port}/ready", log_dir=log_dir)
+    if max_streams is not None:
+        argv += ["--max-streams", str(max_streams)]
+    return ServerProcess(name, [*argv, *serve_args], port=port, log_dir=log_dir)
 
 
-def piper_server(port: int, log_dir: Path, model_path: Path) -> ServerProcess:
-    """Piper's own server (``python -m piper.http_server``), same voice file, loopback only.
+def piper_server(log_dir: Path, model_path: Path) -> ServerProcess:
+    """Piper's own server (``python -m piper.http_server``), same voice file, on a free loopback port.
 
     It needs Flask, which piper-tts does not install (``pip install -r bench/requirements.txt``).
     """
+    port = free_port()
     argv = [sys.executable, "-m", "piper.http_server", "-m", str(model_path), "--host", "127.0.0.1",
             "--port", str(port)]  # fmt: skip
-    return ServerProcess("piper-http", argv, ready_url=f"http://127.0.0.1:{port}/info", log_dir=log_dir)
-
-
-class CpuMeter:
-    """CPU seconds a process used between ``start()`` and ``stop()``, as % of the whole machine.
-
-    Uses psutil when installed (a bench-only dependency); without it every reading is None.
-    """
-
-    def __init__(self, pid: int | None) -> None:
-        self._process = None
-        self._cores = os.cpu_count() or 1
-        self._begin: tuple[float, float] | None = None
-        if pid is None:
-            return
-        try:
-            import psutil
-        except ImportError:
-            return
-        with contextlib.suppress(psutil.Error):
-            self._process = psutil.Process(pid)
-
-    def _cpu_seconds(self) -> float | None:
-        if self._process is None:
-            return None
-        try:
-            times = self._process.cpu_times()
-        except Exception:  # the process is gone: no reading rather than a failed benchmark
-            return None
-        return float(times.user + times.system)
-
-    def start(self) -> None:
-        cpu = self._cpu_seconds()
-        self._begin = None if cpu is None else (time.perf_counter(), cpu)
-
-    def stop(self) -> float | None:
-        cpu = self._cpu_seconds()
-        if cpu is None or self._begin is None:
-            return None
-        wall = time.perf_counter() - self._begin[0]
-        return 100.0 * (cpu - self._begin[1]) / wall / self._cores if wall > 0 else None
-
-
-def server_counter(base_url: str, name: str) -> float | None:
-    """Sum of a Prometheus counter over all its label sets, read from ``/metrics``; None if unavailable."""
-    try:
-        body = httpx.get(f"{base_url.rstrip('/')}/metrics", timeout=5).text
-    except httpx.HTTPError:
-        return None
-    total, found = 0.0, False
-    for line in body.splitlines():
-        if line.startswith(name) and not line.startswith("#"):
-            metric, _, value = line.rpartition(" ")
-            if metric == name or metric.startswith(name + "{"):
-                with contextlib.suppress(ValueError):
-                    total += float(value)
-                    found = True
-    return total if found else None
+    return ServerProcess(
+        "piper-http", argv, port=port, log_dir=log_dir, ready=answers_200(f"http://127.0.0.1:{port}/info")
+    )

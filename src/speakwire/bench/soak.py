@@ -14,20 +14,16 @@ utterance ended (``done``, ``cancelled``) or the close code it was refused with.
 control (HTTP 429, WebSocket ``busy`` error + close 1013) is the server working as designed and is
 counted apart from real errors (exceptions, 5xx, other close codes).
 
-    python bench/soak.py --minutes 30 --out bench/results/soak-2core
+    speakwire bench soak --minutes 30 --out bench/results/soak-2core
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import platform
 import random
-import socket
-import subprocess
-import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,41 +31,33 @@ import httpx
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-WORDS = (
-    "the", "order", "shipped", "this", "morning", "and", "should", "arrive", "on", "tuesday", "is", "there",
-    "anything", "else", "I", "can", "help", "you", "with", "today", "thanks", "for", "calling", "your", "account",
-    "number", "ends", "in", "four", "two", "seven",
-)  # fmt: skip
+from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.machine import describe
+from speakwire.bench.process import rss_mib
+from speakwire.bench.results import write_results
+from speakwire.bench.servers import speakwire_server, websocket_url
+from speakwire.bench.texts import WORDS
+
 ODD = ["Hello\x00 there\x07.", "Caf\u00e9 \ud800 cr\u00e8me br\u00fbl\u00e9e!", "\u200b\u202eevil\u202c text.",
        "Emoji \U0001f600\U0001f680 time.", "\u4f60\u597d\uff0c\u4e16\u754c\u3002", "$3.50, 1,000 km/h @ 3:30 p.m.",
        "!!!???...", "a" * 300, "Line one.\r\nLine two.\x0bThree."]  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argument_parser(__name__, __doc__)
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--sample-s", type=float, default=10.0)
     parser.add_argument("--out", type=Path, default=Path("bench/results/soak"))
-    args = parser.parse_args()
-
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "speakwire", "serve", "--port", str(port), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        base = f"http://127.0.0.1:{port}"
-        _wait_ready(base)
-        result = asyncio.run(_soak(base, server.pid, args))
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    result["machine"] = {"platform": platform.platform(), "python": platform.python_version()}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "results.md").write_text(_markdown(result))
+    args = parser.parse_args(argv)
+    machine = describe()
+    with speakwire_server(args.out) as server:
+        assert server.pid is not None
+        result = asyncio.run(_soak(server.url, server.pid, args))
+    result["machine"] = machine
+    write_results(args.out, result, _markdown(result))
     print(_markdown(result))
+    return 0
 
 
 REFUSED = ("http 429", "ws 1013")
@@ -85,7 +73,7 @@ async def _soak(base: str, pid: int, args: Any) -> dict[str, Any]:
                     *(kind(http, random.Random(round_ * 100 + i)) for i in range(args.clients)), return_exceptions=True
                 )
     await asyncio.sleep(10)
-    baseline = _rss_mib(pid)
+    baseline = rss_mib(pid)
     counts: dict[str, int] = {}
     outcomes: dict[str, dict[str, int]] = {}
     errors: dict[str, int] = {}
@@ -113,11 +101,11 @@ async def _soak(base: str, pid: int, args: Any) -> dict[str, Any]:
     async def sampler() -> None:
         while time.monotonic() < deadline:
             await asyncio.sleep(args.sample_s)
-            samples.append((round(time.monotonic() - started, 1), _rss_mib(pid)))
+            samples.append((round(time.monotonic() - started, 1), rss_mib(pid)))
 
     await asyncio.gather(sampler(), *(client(i) for i in range(args.clients)))
     await asyncio.sleep(10)  # let the last requests' buffers go (the engine returns free pages every 5 s)
-    final = _rss_mib(pid)
+    final = rss_mib(pid)
     peak = max(rss for _, rss in samples)
     return {
         "minutes": args.minutes,
@@ -167,7 +155,7 @@ async def _abandoned_http(http: httpx.AsyncClient, rng: random.Random) -> str:
 
 
 def _ws(http: httpx.AsyncClient) -> Any:
-    return connect(str(http.base_url).rstrip("/").replace("http://", "ws://") + "/v1/audio/speech/stream")
+    return connect(websocket_url(str(http.base_url), "/v1/audio/speech/stream"))
 
 
 async def _cancelled_ws(http: httpx.AsyncClient, rng: random.Random) -> str:
@@ -224,35 +212,11 @@ async def _drain_until(ws: Any, kind: str) -> None:
             return
 
 
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
-
-
-def _wait_ready(base: str) -> None:
-    for _ in range(600):
-        try:
-            if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("server did not become ready")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Soak: server memory under mixed traffic (embedded Piper voice)",
         "",
-        f"{result['minutes']:g} minutes, {result['clients']} concurrent clients; {result['machine']['platform']}.",
+        f"{result['minutes']:g} minutes, {result['clients']} concurrent clients; {result['machine']['os']}.",
         "",
         f"- RSS after warm-up: {result['baseline_mib']:.0f} MiB; peak {result['peak_mib']:.0f} MiB; "
         f"final {result['final_mib']:.0f} MiB (**{result['final_over_baseline']:.2f}×** the warm-up figure).",
@@ -274,4 +238,4 @@ def _markdown(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

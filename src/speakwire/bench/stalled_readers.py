@@ -18,7 +18,7 @@ The server's sockets get a 128 KiB send buffer and the stalled clients a 64 KiB 
 ``--parts http`` (or ``stalled``) runs one phase only, after the same idle reading. The warm-up speaks two
 sentences, so that both of Piper's paths have run once before idle is read.
 
-    SPEAKWIRE_WRITE_STALL_TIMEOUT=60 python bench/stalled_readers.py --out bench/results/stalled-readers-2core/a.json
+    SPEAKWIRE_WRITE_STALL_TIMEOUT=60 speakwire bench stalled-readers --out bench/results/stalled-readers-2core/a.json
 
 Reports the minimum RSS of the idle windows (pages the trim gives back come back slowly) and, above it: the
 peak of the stalled phase (engine working memory of eight streams synthesizing at once included), the
@@ -39,18 +39,22 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import socket
 import statistics
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import websockets
 
+from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.machine import describe
+from speakwire.bench.metrics import metric, scrape
+from speakwire.bench.process import rss_mib
 from speakwire.bench.servers import ServerProcess, free_port
 
 SENTENCES = (
@@ -82,7 +86,7 @@ class RssSampler:
     """Samples a process's VmRSS (MiB) every ``interval_s`` in a thread; ``mark()`` names phases."""
 
     def __init__(self, pid: int, interval_s: float = 0.05) -> None:
-        self.path = Path(f"/proc/{pid}/status")
+        self.pid = pid
         self.interval_s = interval_s
         self.samples: list[tuple[float, float]] = []
         self.cpu: list[tuple[float, float]] = []
@@ -92,17 +96,11 @@ class RssSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def read(self) -> float:
-        for line in self.path.read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        raise RuntimeError("no VmRSS")
-
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 now = time.monotonic()
-                self.samples.append((now, self.read()))
+                self.samples.append((now, rss_mib(self.pid)))
                 fields = self.stat.read_text().rsplit(")", 1)[1].split()
                 self.cpu.append((now, (int(fields[11]) + int(fields[12])) / self.ticks))
             except (OSError, RuntimeError):
@@ -129,21 +127,12 @@ class RssSampler:
 
 
 def active_streams(base: str) -> float | None:
-    try:
-        body = httpx.get(f"{base}/metrics", timeout=5).text
-    except httpx.HTTPError:
-        return None
-    total = 0.0
-    for line in body.splitlines():
-        if line.startswith("speakwire_active_streams"):
-            total += float(line.rpartition(" ")[2])
-    return total
+    return metric(base, "speakwire_active_streams", missing=0.0)
 
 
 def counter(base: str, name: str) -> float:
     """Sum of a counter over its label sets (0 when it has none yet)."""
-    body = httpx.get(f"{base}/metrics", timeout=5).text
-    return sum(float(line.rpartition(" ")[2]) for line in body.splitlines() if line.startswith(name + "{"))
+    return scrape(base, timeout_s=5.0).get(name, 0.0)
 
 
 def small_socket(port: int, rcvbuf: int) -> socket.socket:
@@ -290,8 +279,8 @@ def stalled_summary(
     }  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argument_parser(__name__, __doc__)
     parser.add_argument("--stalled", type=int, default=8)
     parser.add_argument("--stalled-chars", type=int, default=9500)
     parser.add_argument("--stall-s", type=float, default=85.0)
@@ -315,12 +304,13 @@ def main() -> None:
         help="phases to run (idle is always read first)",
     )
     parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     log_dir = args.out.parent
     port = free_port()
     base, ws_url = f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}/v1/audio/speech/stream"
-    argv = [sys.executable, "-c", SERVE, str(port), str(args.server_sndbuf)]
-    with ServerProcess("speakwire", argv, ready_url=f"{base}/ready", log_dir=log_dir) as server:
+    machine = describe()
+    command = [sys.executable, "-c", SERVE, str(port), str(args.server_sndbuf)]
+    with ServerProcess("speakwire", command, port=port, log_dir=log_dir) as server:
         assert server.pid is not None
         sampler = RssSampler(server.pid)
         sampler.start()
@@ -374,8 +364,7 @@ def main() -> None:
         sampler.stop()
 
     report = {
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0],
-                    "load_average_at_end": list(os.getloadavg())},
+        "machine": {**machine, "load_average_at_end": list(os.getloadavg())},
         "settings": {k: v for k, v in os.environ.items() if k.startswith("SPEAKWIRE_")},
         "args": {k: str(v) for k, v in vars(args).items()},
         "idle_rss_mib": round(idle, 1),
@@ -385,7 +374,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

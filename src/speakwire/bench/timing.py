@@ -1,14 +1,13 @@
 """Time to first audio as a client sees it: read a stream of chunks or events to its end, note the first audio.
 
-Shared by the dialect probes in ``bench/dialects/``. They are loaded by file path (``bench/dialect_latency.py``)
-and drop their own folder from ``sys.path`` so that ``deepgram.py`` does not hide the ``deepgram`` SDK, so a
-helper beside them could not be imported; this package is on the path wherever they run.
+Every dialect probe (``speakwire.bench.dialects``) times its vendor's client with these: the probes differ
+only in how they connect and what they send, not in how first audio is read.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterable, Callable, Iterable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -36,6 +35,23 @@ def first_chunk_s(
     """
     first: float | None = None
     for chunk in chunks:
+        if first is None and is_audio(chunk):
+            first = time.perf_counter() - started
+    if first is None:
+        raise RuntimeError(missing)
+    return first
+
+
+async def afirst_chunk_s(
+    chunks: AsyncIterable[T],
+    started: float,
+    *,
+    is_audio: Callable[[T], bool] = bool,
+    missing: str = "no audio",
+) -> float:
+    """``first_chunk_s`` for an asynchronous stream (an asyncio client's events)."""
+    first: float | None = None
+    async for chunk in chunks:
         if first is None and is_audio(chunk):
             first = time.perf_counter() - started
     if first is None:

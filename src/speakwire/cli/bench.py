@@ -1,4 +1,4 @@
-"""``speakwire bench``: the load benchmark (the same code as ``python bench/run.py``)."""
+"""``speakwire bench [NAME] [options]``: run one of the benchmarks in ``speakwire.bench`` (default: ``load``)."""
 
 from __future__ import annotations
 
@@ -6,21 +6,19 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from speakwire.bench.runner import add_arguments
-
     p = sub.add_parser(
         "bench",
-        help="Load benchmark: time to first audio, underruns and throughput vs concurrent streams.",
-        description="Start a speakwire server (or use --url) and Piper's own server on loopback, run N concurrent "
-        "streams over HTTP and the WebSocket, compare with the raw engine, and write JSON, markdown and a plot. "
-        "See bench/README.md.",
+        help="Run a benchmark (default: the load benchmark); 'speakwire bench --help' lists them.",
+        # Every word after 'bench' (its own --help included) belongs to the chosen benchmark's parser: '-' is
+        # no option prefix here, so argparse hands the options through instead of rejecting them.
+        prefix_chars="+",
+        add_help=False,
     )
-    add_arguments(p)
+    p.add_argument("argv", nargs=argparse.REMAINDER)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from speakwire.bench.runner import run as run_bench
+    from speakwire.bench.catalogue import main
 
-    code: int = run_bench(args)
-    return code
+    return main(args.argv)

@@ -2,7 +2,7 @@
 
 Why: Piper's tensors scale with the sentence (a 300-character sentence's decoder allocates a few
 hundred MiB, a short one a few MiB), so no two calls ask for the same sizes. Measured with
-``bench/memory_growth.py`` (two workers, random lengths, 2-core machine), three things grew:
+``speakwire bench memory-growth`` (two workers, random lengths, 2-core machine), three things grew:
 
 * onnxruntime's CPU arena (``enable_cpu_mem_arena``) keeps every chunk it ever extended by, and its
   best-fit regions never merge across extensions, so mixed sizes fragment it; its memory patterns

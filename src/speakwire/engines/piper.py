@@ -63,7 +63,7 @@ _LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spani
 
 @dataclass(frozen=True, slots=True)
 class PiperOptions:
-    """Runtime options of the ONNX sessions (tuned by bench/, see README)."""
+    """Runtime options of the ONNX sessions (tuned by ``speakwire bench ort-tuning``, see bench/README.md)."""
 
     intra_op_threads: int = 1
     """Threads one ONNX call may use; applies to every session (whole graph, frontend, decoder)."""
@@ -85,7 +85,7 @@ class PiperOptions:
     nothing is kept between calls, so the arena's growth under mixed lengths (``memory_arena``) cannot happen."""
     memory_arena: bool = False
     """onnxruntime's CPU arena and memory patterns, kept between calls; off because every call has new tensor
-    sizes and they grow without bound under mixed lengths (``engines.allocator``, ``bench/memory_growth.py``).
+    sizes and they grow without bound under mixed lengths (``engines.allocator``, ``speakwire bench memory-growth``).
     Overrides ``arena_shrink``."""
 
     def __post_init__(self) -> None:

@@ -1,41 +1,29 @@
-"""Time to first audio through the official ``cartesia`` SDK: the ``/tts/websocket`` on speakwire.
-
-    python bench/dialects/cartesia.py [--url http://127.0.0.1:8000] [--repeats 5]
+"""Time to first audio through the official ``cartesia`` SDK: the ``/tts/websocket`` and ``/tts/sse`` on speakwire.
 
 ``first_audio_s`` opens the WebSocket first (Cartesia's advice: connect before the first generation; the
 handshake is not timed), then measures from ``ctx.push(text)`` + ``ctx.no_more_inputs()`` on a new context
 to the first ``chunk`` event, and reads the context to ``done``: pcm_s16le at 24 kHz, the default voice.
-``first_audio_sse_s`` is the same text through ``tts.generate_sse`` (the request is timed). Without --url
-a server is started on a free port.
+``first_audio_sse_s`` is the same text through ``tts.generate_sse`` (the request is timed).
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import sys
 import time
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
-# Run as a script, this file's folder is first on sys.path, and its name would hide the cartesia package.
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
+from cartesia import Cartesia
 
-from cartesia import Cartesia  # noqa: E402
+from speakwire.bench.dialects import Probe
+from speakwire.bench.servers import websocket_url
+from speakwire.bench.timing import first_chunk_s
 
-from speakwire.bench.timing import first_chunk_s  # noqa: E402
-
-PARAGRAPH = (
-    "Thanks for calling. Your order shipped this morning and should arrive on Thursday. Is there anything "
-    "else I can help you with today?"
-)
-VOICE = {"mode": "id", "id": "alloy"}
-OUTPUT_FORMAT = {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}
+VOICE: Any = {"mode": "id", "id": "alloy"}  # the SDK's TypedDicts, as plain JSON
+OUTPUT_FORMAT: Any = {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}
 
 
 def client_for(base_url: str, api_key: str) -> Cartesia:
-    return Cartesia(api_key=api_key, base_url=base_url, websocket_base_url=base_url.replace("http", "ws", 1))
+    return Cartesia(api_key=api_key, base_url=base_url, websocket_base_url=websocket_url(base_url))
 
 
 def first_audio_s(base_url: str, text: str, api_key: str = "unused") -> float:
@@ -60,7 +48,7 @@ def first_audio_sse_s(base_url: str, text: str, api_key: str = "unused") -> floa
         model_id="sonic-3",
         transcript=text,
         voice=VOICE,
-        output_format=OUTPUT_FORMAT,  # type: ignore[arg-type]
+        output_format=OUTPUT_FORMAT,
     ) as stream:
         return first_chunk_s(
             stream, started, is_audio=lambda event: event.type == "chunk", missing="no audio before done"
@@ -75,29 +63,4 @@ def raising_errors(events: Iterable[Any]) -> Iterator[Any]:
         yield event
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", help="a running speakwire (default: start one)")
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
-    live = None
-    url = args.url
-    if url is None:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-        from support.live_server import start_server
-
-        live = start_server()
-        url = live.url
-    try:
-        for name, probe in (("/tts/websocket", first_audio_s), ("/tts/sse", first_audio_sse_s)):
-            probe(url, PARAGRAPH)  # warm-up
-            times = [probe(url, PARAGRAPH) for _ in range(args.repeats)]
-            print(f"cartesia {name} first audio: median {statistics.median(times) * 1000:.0f} ms, "
-                  f"min {min(times) * 1000:.0f} ms over {len(times)} runs")  # fmt: skip
-    finally:
-        if live is not None:
-            live.stop()
-
-
-if __name__ == "__main__":
-    main()
+PROBES: dict[str, Probe] = {"cartesia": first_audio_s, "cartesia_sse": first_audio_sse_s}

@@ -6,18 +6,18 @@ import time
 
 import openai
 
+from speakwire.bench.dialects import Probe
+from speakwire.bench.timing import first_chunk_s
+
 
 def first_audio_s(base_url: str, text: str) -> float:
     """Seconds from sending the request to the first PCM bytes in the client's hands."""
     client = openai.OpenAI(api_key="local", base_url=f"{base_url}/v1")
     started = time.perf_counter()
-    first: float | None = None
     with client.audio.speech.with_streaming_response.create(
         model="tts-1", voice="alloy", input=text, response_format="pcm"
     ) as response:
-        for chunk in response.iter_bytes():
-            if chunk and first is None:
-                first = time.perf_counter() - started
-    if first is None:
-        raise RuntimeError("no audio")
-    return first
+        return first_chunk_s(response.iter_bytes(), started)
+
+
+PROBES: dict[str, Probe] = {"openai_http": first_audio_s}

@@ -2,29 +2,29 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from itertools import takewhile
 
 from websockets.sync.client import connect
+
+from speakwire.bench.dialects import Probe
+from speakwire.bench.servers import websocket_url
+from speakwire.bench.timing import first_chunk_s
 
 
 def first_audio_s(base_url: str, text: str) -> float:
     """Seconds from sending the text to the first binary audio frame (text sent whole, then input.done)."""
-    url = base_url.replace("http://", "ws://") + "/v1/audio/speech/stream"
-    with connect(url, max_size=None) as ws:
+    with connect(websocket_url(base_url, "/v1/audio/speech/stream"), max_size=None) as ws:
         ws.send(json.dumps({"type": "session.config", "voice": "alloy", "response_format": "pcm",
                             "stream_audio": True}))  # fmt: skip
         started = time.perf_counter()
         ws.send(json.dumps({"type": "input.text", "text": text}))
         ws.send(json.dumps({"type": "input.done"}))
-        first: float | None = None
-        while True:
-            message = ws.recv(timeout=60)
-            if isinstance(message, bytes):
-                if first is None:
-                    first = time.perf_counter() - started
-            elif json.loads(message).get("type") == "session.done":
-                break
-    if first is None:
-        raise RuntimeError("no audio")
-    return first
+        messages = iter(functools.partial(ws.recv, timeout=60), None)
+        until_done = takewhile(lambda m: isinstance(m, bytes) or json.loads(m).get("type") != "session.done", messages)
+        return first_chunk_s(until_done, started, is_audio=lambda m: isinstance(m, bytes))
+
+
+PROBES: dict[str, Probe] = {"vllm_omni": first_audio_s}

@@ -13,35 +13,36 @@ Reported per level: aggregate frames/s and audio-seconds per second (real-time m
 p50/p95, the loop's mean batch and host time per step, and the ratios loop/package. Results go to
 ``--out`` as JSON and markdown.
 
-    python bench/qwen3_batching.py --threads 1 --out bench/results/qwen3-cpu-batching
+    speakwire bench qwen3-batching --threads 1 --out bench/results/qwen3-cpu-batching
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import platform
-import statistics
-import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-TESTS = Path(__file__).resolve().parent.parent / "tests" / "qwen3"
+from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.checkout import tests_on_path
+from speakwire.bench.machine import describe, one_line
+from speakwire.bench.results import percentile, write_results
+
 TEXT = "hello world, this is a tiny test of streaming speech for many listeners at once."
 FRAME_S = 0.08
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argument_parser(__name__, __doc__)
     parser.add_argument("--levels", default="1,4,16,32")
     parser.add_argument("--frames", type=int, default=60, help="frames per utterance (EOS steered off)")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--package-levels", default="1,4,16", help="levels to run the (slow, serial) package at")
     parser.add_argument("--out", type=Path, default=Path("bench/results/qwen3-cpu-batching"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import logging
 
@@ -49,7 +50,8 @@ def main() -> None:
 
     logging.getLogger("speakwire").setLevel(logging.ERROR)  # every utterance here is capped on purpose
     torch.set_num_threads(args.threads)
-    sys.path.insert(0, str(TESTS))  # the tiny checkpoint builder and EOS steering live with the tests
+    machine = describe(torch_device="cpu")
+    tests_on_path()  # the tiny checkpoint builder and EOS steering live with the tests
     from qwen3_testing import steer_eos
     from tiny_checkpoint import build_tiny_checkpoints
 
@@ -73,16 +75,14 @@ def main() -> None:
     engine.close()
 
     result = {
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "torch": torch.__version__,
-                    "threads": args.threads, "cpus": _cpus()},
+        "machine": machine,
         "model": "tiny random Qwen3-TTS CustomVoice (tests/qwen3/tiny_checkpoint.py)",
         "frames_per_utterance": args.frames,
         "levels": rows,
     }  # fmt: skip
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "results.md").write_text(_markdown(result))
+    write_results(args.out, result, _markdown(result))
     print(_markdown(result))
+    return 0
 
 
 def _request(engine: Any, seed: int, frames: int) -> Any:
@@ -150,11 +150,10 @@ def _audio(engine: Any, streams: int, frames: int, *, full: bool) -> dict[str, f
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - started
-    ordered = sorted(first)
     return {
         "x_real_time": sum(audio_s) / wall,
-        "first_audio_p50_ms": 1000 * statistics.median(ordered),
-        "first_audio_p95_ms": 1000 * ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+        "first_audio_p50_ms": 1000 * (percentile(first, 50) or 0.0),
+        "first_audio_p95_ms": 1000 * (percentile(first, 95) or 0.0),
         "wall_s": wall,
     }
 
@@ -165,8 +164,7 @@ def _markdown(result: dict[str, Any]) -> str:
         "# Qwen3 batching on CPU: generation loop vs the package's generate",
         "",
         f"{result['model']}; {result['frames_per_utterance']} frames per utterance (EOS steered off); "
-        f"torch {machine['torch']}, {machine['threads']} intra-op thread(s), {machine['cpus']} CPUs; "
-        f"{machine['platform']}.",
+        f"{one_line(machine)}.",
         "",
         "| streams | loop codes: frames/s | ×RT | mean batch | host ms/step | ms per row-frame | loop audio: ×RT "
         "| first audio p50/p95 ms | package: ×RT | package first audio p50/p95 ms | loop/package ×RT |",
@@ -202,11 +200,5 @@ def _markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cpus() -> int:
-    import os
-
-    return os.cpu_count() or 1
-
-
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

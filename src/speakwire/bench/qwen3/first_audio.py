@@ -16,37 +16,36 @@ seconds), whose talker emits EOS at random: ``--frames`` then steers EOS so ever
 run makes exactly that many frames. With a real checkpoint, leave ``--frames`` 0
 to let the model stop by itself.
 
-    python bench/qwen3_first_audio.py --threads 1          # tiny model, 50 frames (4 s of audio)
-    python bench/qwen3_first_audio.py --model /models/Qwen3-TTS-12Hz-0.6B-CustomVoice --frames 0
+    speakwire bench qwen3-first-audio --threads 1          # tiny model, 50 frames (4 s of audio)
+    speakwire bench qwen3-first-audio --model /models/Qwen3-TTS-12Hz-0.6B-CustomVoice --frames 0
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-TESTS = Path(__file__).resolve().parent.parent / "tests" / "qwen3"
+from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.checkout import tests_on_path
+from speakwire.bench.machine import describe, one_line
+
 TEXT = "hello world, this is a tiny test of streaming speech."
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argument_parser(__name__, __doc__)
     parser.add_argument("--model", help="checkpoint directory or hub id (default: build tiny random checkpoints)")
     parser.add_argument("--variant", default="custom_voice", choices=["custom_voice", "voice_design", "base"])
     parser.add_argument("--text", default=TEXT)
     parser.add_argument("--frames", type=int, default=50, help="force this many frames via EOS steering; 0 = off")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import torch
 
@@ -56,7 +55,7 @@ def main() -> None:
     from speakwire.engines.base import SynthesisRequest
     from speakwire.engines.qwen3 import load_qwen3_engine
 
-    sys.path.insert(0, str(TESTS))  # the tiny checkpoint builder and EOS steering live with the tests
+    tests_on_path()  # the tiny checkpoint builder and EOS steering live with the tests
     from qwen3_testing import noise_clip, steer_eos
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -101,11 +100,8 @@ def main() -> None:
 
     name = args.model or f"tiny random {variant} checkpoint"
     print(f"model: {name} ({engine.model_size}); {frames_ours} frames = {frames_ours / 12.5:.1f} s of audio")
-    print(
-        f"hardware: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
-        f"device {engine.info.extra['device']} {engine.info.extra['dtype']}"
-    )
+    machine = describe(torch_device=str(engine.info.extra["device"]))
+    print(f"hardware: {one_line(machine)}; device {machine['device']} {engine.info.extra['dtype']}")
     print(f"text: {args.text!r}; repeats: {args.repeats} after 1 warm-up")
     print(f"{'path':<46} {'median':>9} {'min':>9}")
     print(f"{'speakwire streaming: first chunk (2 frames)':<46} {_ms(ours)}")
@@ -114,10 +110,11 @@ def main() -> None:
     print(f"speed-up of first audio (median): {statistics.median(theirs) / statistics.median(ours):.1f}x")
     if frames_ours != frames_theirs:
         print(f"warning: frame counts differ ({frames_ours} vs {frames_theirs})")
+    return 0
 
 
 def _tiny(out: Path) -> dict[str, Path]:
-    sys.path.insert(0, str(TESTS))
+    tests_on_path()
     from tiny_checkpoint import build_tiny_checkpoints
 
     paths: dict[str, Path] = build_tiny_checkpoints(out)
@@ -147,4 +144,4 @@ def _ms(times: list[float]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Qwen3-TTS on a GPU: the real 0.6B- and 1.7B-Base architectures with random weights, as the server runs them.
 
-For each model: build a random-weight checkpoint from the published configs (``bench/gpu/random_checkpoint``),
+For each model: build a random-weight checkpoint from the published configs (``qwen3.random_checkpoint``),
 load it with ``load_qwen3_engine`` (bf16 on CUDA), then measure
 
 * **equality**: greedy codes of the generation loop against the package's ``generate`` for the same request
@@ -19,8 +19,8 @@ Results go to ``--out`` (JSON and markdown) after every measurement, so a run cu
 
     bash bench/gpu/fetch_wheels.sh                   # on the dev machine: the wheels the GPU image lacks
     # then, on the GPU machine (device tool: carry [".whl"]):
-    bash bench/gpu/run.sh                            # = python3 bench/qwen3_gpu.py --out $OUT
-    python bench/qwen3_gpu.py --device cpu --models 0.6B-Base --levels 1,2 --frames 8   # a smoke run on CPU
+    bash bench/gpu/run.sh                            # = python3 -m speakwire.bench.qwen3.gpu --out $OUT
+    speakwire bench qwen3-gpu --device cpu --models 0.6B-Base --levels 1,2 --frames 8   # a smoke run on CPU
 """
 
 from __future__ import annotations
@@ -28,18 +28,20 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import platform
 import statistics
-import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench" / "gpu"))
-sys.path.insert(0, str(ROOT / "tests" / "qwen3"))
+from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.checkout import tests_on_path
+from speakwire.bench.machine import describe
+from speakwire.bench.playback import simulate
+from speakwire.bench.results import percentile, write_results
+
 TEXT = (
     "Good morning, and thank you for calling. Your order left our warehouse this morning and should reach you "
     "on Thursday; I have sent the tracking link to your email. Is there anything else I can help you with today?"
@@ -47,8 +49,8 @@ TEXT = (
 FRAME_S = 0.08
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argument_parser(__name__, __doc__)
     parser.add_argument("--models", default="0.6B-Base,1.7B-Base")
     parser.add_argument("--levels", default="1,4,16,32,64")
     parser.add_argument("--frames", type=int, default=125, help="frames per utterance (10 s of audio)")
@@ -60,32 +62,33 @@ def main() -> None:
     parser.add_argument("--graph-levels", default="1,16,64")
     parser.add_argument("--equality-frames", type=int, default=60, help="frames compared with the package")
     parser.add_argument("--profile-level", type=int, default=16, help="profile 40 frames at this many streams; 0: off")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import torch
+
+    tests_on_path()  # the tests' clips and EOS steering
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("speakwire.engines.qwen3.engine").setLevel(logging.ERROR)  # capped on purpose
     started = time.monotonic()
-    result: dict[str, Any] = {"machine": _machine(torch, args.device), "frames": args.frames, "models": {}}
-    args.out.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {"machine": describe(torch_device=args.device), "frames": args.frames, "models": {}}
     for name in args.models.split(","):
         if time.monotonic() - started > args.budget_s:
             break
         report: dict[str, Any] = {}
         result["models"][name] = report
         try:
-            _run_model(torch, name, args, report, lambda: _write(args.out, result), started)
+            _run_model(torch, name, args, report, lambda: write_results(args.out, result, _markdown(result)), started)
         except Exception as exc:  # report what broke and go on to the next model
             logging.exception("model %s failed", name)
             report["error"] = f"{type(exc).__name__}: {exc}"
-        _write(args.out, result)
+        write_results(args.out, result, _markdown(result))
     print(_markdown(result))
+    return 0
 
 
 def _run_model(torch: Any, name: str, args: Any, report: dict[str, Any], save: Any, started: float) -> None:
-    from random_checkpoint import build_random_checkpoint
-
+    from speakwire.bench.qwen3.random_checkpoint import build_random_checkpoint
     from speakwire.engines.qwen3 import load_qwen3_engine
 
     dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
@@ -107,7 +110,8 @@ def _run_model(torch: Any, name: str, args: Any, report: dict[str, Any], save: A
         save()
         levels = [int(n) for n in args.levels.split(",")]
         report["levels"] = []
-        for n in [*levels, "16-staggered"]:
+        labels: list[int | str] = [*levels, "16-staggered"]
+        for n in labels:
             if time.monotonic() - started > args.budget_s:
                 report["stopped"] = "time budget"
                 break
@@ -204,7 +208,12 @@ def _equality(torch: Any, engine: Any, frames: int = 60) -> dict[str, Any]:
         recorded: list[Any] = []
         tokenizer = engine.tts_model.model.speech_tokenizer
         inner = tokenizer.decode
-        tokenizer.decode = lambda items: (recorded.append(items[0]["audio_codes"]), inner(items))[1]
+
+        def decode(items: Any) -> Any:  # records the codes the package decodes
+            recorded.append(items[0]["audio_codes"])
+            return inner(items)
+
+        tokenizer.decode = decode
         try:
             engine._generate(TEXT, request, max_new_tokens=frames + 1)
         finally:
@@ -254,14 +263,14 @@ def _level(torch: Any, engine: Any, streams: int, frames: int, *, stagger_s: flo
         barrier.wait()
         time.sleep(stagger_s * i / max(streams - 1, 1))
         begin = time.perf_counter()
-        arrivals = []
-        audio = 0.0
+        arrivals: list[tuple[float, int]] = []
+        rate = 24_000
         for chunk in engine.synthesize(TEXT, requests[i]):
-            seconds = len(chunk.samples) / chunk.sample_rate
-            arrivals.append((time.perf_counter() - begin, seconds))
-            audio += seconds
+            arrivals.append((time.perf_counter() - begin, len(chunk.samples)))
+            rate = chunk.sample_rate
         wall = time.perf_counter() - begin
-        results[i] = {"ttfa": arrivals[0][0], "audio": audio, "wall": wall, "underruns": _underruns(arrivals)}
+        player = simulate(arrivals, rate)  # real-time playback from the first chunk; bytes here are samples
+        results[i] = {"ttfa": arrivals[0][0], "audio": player.audio_s, "wall": wall, "underruns": player.underruns}
 
     if engine.info.extra.get("device", "").startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
@@ -275,13 +284,13 @@ def _level(torch: Any, engine: Any, streams: int, frames: int, *, stagger_s: flo
         for thread in threads:
             thread.join()
         wall = time.perf_counter() - begin
-    ttfa = sorted(r["ttfa"] for r in results)
+    ttfa = [r["ttfa"] for r in results]
     stats = engine.loop.stats.snapshot()
     level = {
         "streams": streams,
         "stagger_s": stagger_s,
-        "ttfa_p50_ms": 1000 * statistics.median(ttfa),
-        "ttfa_p95_ms": 1000 * ttfa[min(len(ttfa) - 1, round(0.95 * (len(ttfa) - 1)))],
+        "ttfa_p50_ms": 1000 * (percentile(ttfa, 50) or 0.0),
+        "ttfa_p95_ms": 1000 * (percentile(ttfa, 95) or 0.0),
         "rtf_mean": statistics.mean(r["wall"] / r["audio"] for r in results),
         "aggregate_x_real_time": sum(r["audio"] for r in results) / wall,
         "underruns_total": sum(r["underruns"] for r in results),
@@ -319,34 +328,6 @@ def _profile(torch: Any, engine: Any, streams: int, path: Path) -> None:
     path.write_text(f"{streams} rows × 40 frames; {note}; loop {engine.loop.stats.snapshot()}\n\n{table}\n")
 
 
-def _underruns(arrivals: list[tuple[float, float]]) -> int:
-    """Times playback (real time, from the first chunk) ran dry before the next chunk came."""
-    count = 0
-    playhead: float | None = None
-    for at, seconds in arrivals:
-        if playhead is None:
-            playhead = at
-        elif at > playhead:
-            count += 1
-            playhead = at
-        playhead += seconds
-    return count
-
-
-def _machine(torch: Any, device: str) -> dict[str, Any]:
-    machine: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
-                               "torch": torch.__version__, "device": device}  # fmt: skip
-    if device.startswith("cuda") and torch.cuda.is_available():
-        machine["gpu"] = torch.cuda.get_device_name(0)
-        machine["gpu_memory_gib"] = torch.cuda.get_device_properties(0).total_memory / 2**30
-    return machine
-
-
-def _write(out: Path, result: dict[str, Any]) -> None:
-    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    (out / "results.md").write_text(_markdown(result))
-
-
 def _markdown(result: dict[str, Any]) -> str:
     m = result["machine"]
     lines = [
@@ -380,4 +361,4 @@ def _markdown(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -13,29 +13,30 @@ process's CPU time (``/proc/<pid>/stat``, all its threads) per second of audio, 
 around it: CPU per audio-second solo over CPU per audio-second at 8 streams is how much the batching
 saves, whatever the machine's load.
 
-    python bench/qwen3_http_concurrency.py --out bench/results/qwen3-http-concurrency-2core/<name>
+    speakwire bench qwen3-http-concurrency --out bench/results/qwen3-http-concurrency-2core/<name>
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.checkout import tests_on_path
 from speakwire.bench.machine import describe, one_line
-from speakwire.bench.results import percentile
-from speakwire.bench.servers import ServerProcess, free_port
+from speakwire.bench.metrics import scrape
+from speakwire.bench.process import cpu_seconds
+from speakwire.bench.results import percentile, write_results
+from speakwire.bench.servers import speakwire_server
 
-TESTS = Path(__file__).resolve().parents[1] / "tests" / "qwen3"
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the woods."
 RATE = 24000
 
@@ -80,51 +81,37 @@ def concurrent_round(url: str, body: dict[str, Any], streams: int) -> tuple[list
 
 
 def step_metrics(url: str) -> tuple[float, float]:
-    """(engine step seconds, steps) so far, from the Prometheus text."""
-    values: dict[str, float] = {}
-    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
-        for name in ("speakwire_engine_step_seconds_total", "speakwire_engine_steps_total"):
-            if line.startswith(name + " ") or line.startswith(name + "{"):
-                values[name] = values.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
-    return values.get("speakwire_engine_step_seconds_total", 0.0), values.get("speakwire_engine_steps_total", 0.0)
+    """(engine step seconds, steps) so far, from ``/metrics``."""
+    metrics = scrape(url)
+    return metrics.get("speakwire_engine_step_seconds_total", 0.0), metrics.get("speakwire_engine_steps_total", 0.0)
 
 
-def process_cpu_s(pid: int | None) -> float:
-    """User + system CPU seconds of the process so far (all threads), or 0 where /proc is not there."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argument_parser(__name__, __doc__)
     parser.add_argument("--out", type=Path, default=Path("bench/results/qwen3-http-concurrency"))
     parser.add_argument("--streams", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5, help="solo requests")
     parser.add_argument("--rounds", type=int, default=3, help="concurrent rounds")
     parser.add_argument("--frames", type=int, default=64, help="max_new_tokens per request")
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(TESTS))  # the tiny checkpoint builder lives with the tests
+    args = parser.parse_args(argv)
+    tests_on_path()  # the tiny checkpoint builder lives with the tests
     from tiny_checkpoint import build_tiny_checkpoints
 
+    machine = describe()
     with tempfile.TemporaryDirectory() as tmp:
         model = build_tiny_checkpoints(Path(tmp))["custom_voice"]
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        argv = [sys.executable, "-m", "speakwire", "serve", "--engine", "qwen3", "--model", str(model),
-                "--device", "cpu", "--port", str(port), "--max-streams", "64", "--log-level", "warning"]  # fmt: skip
         body = {"input": TEXT, "response_format": "pcm", "stream_format": "audio", "seed": 1,
                 "max_new_tokens": args.frames}  # fmt: skip
-        with ServerProcess("speakwire-qwen3-tiny", argv, ready_url=f"{url}/ready", log_dir=args.out) as server:
+        server = speakwire_server(args.out, "--engine", "qwen3", "--model", str(model), "--device", "cpu",
+                                  max_streams=64, name="speakwire-qwen3-tiny")  # fmt: skip
+        with server:
+            url = server.url
             one_stream(url, body)  # warm the path once more
-            s0, c0, l0 = step_metrics(url), process_cpu_s(server.pid), os.getloadavg()[0]
+            s0, c0, l0 = step_metrics(url), cpu_seconds(server.pid), os.getloadavg()[0]
             solo = [one_stream(url, body) for _ in range(args.repeats)]
-            s1, c1, l1 = step_metrics(url), process_cpu_s(server.pid), os.getloadavg()[0]
+            s1, c1, l1 = step_metrics(url), cpu_seconds(server.pid), os.getloadavg()[0]
             rounds = [concurrent_round(url, body, args.streams) for _ in range(args.rounds)]
-            s2, c2, l2 = step_metrics(url), process_cpu_s(server.pid), os.getloadavg()[0]
+            s2, c2, l2 = step_metrics(url), cpu_seconds(server.pid), os.getloadavg()[0]
 
     solo_first = [first for first, _, _ in solo]
     solo_rate = statistics.median(audio / wall for _, audio, wall in solo)
@@ -135,7 +122,7 @@ def main() -> int:
     solo_cpu = (c1 - c0) / sum(audio for _, audio, _ in solo)
     concurrent_cpu = (c2 - c1) / sum(audio for _, audio, _ in rounds)
     result: dict[str, Any] = {
-        "machine": describe(),
+        "machine": machine,
         "model": "tiny random Qwen3-TTS CustomVoice (tests/qwen3/tiny_checkpoint.py), over HTTP",
         "streams": args.streams,
         "max_new_tokens": args.frames,
@@ -153,8 +140,7 @@ def main() -> int:
         "first_audio_p95_ratio": round(concurrent_p95 / solo_p95, 2),
         "cpu_per_audio_ratio": round(solo_cpu / concurrent_cpu, 2) if concurrent_cpu else None,
     }  # fmt: skip
-    (args.out / "results.json").write_text(json.dumps(result, indent=2))
-    (args.out / "results.md").write_text(_markdown(result))
+    write_results(args.out, result, _markdown(result))
     print(_markdown(result))
     return 0
 

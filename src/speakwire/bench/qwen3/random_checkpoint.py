@@ -1,6 +1,6 @@
 """Qwen3-TTS checkpoints with the published architectures and random weights (no downloads).
 
-``bench/qwen3_configs/`` holds the published ``config.json`` of Qwen3-TTS-12Hz-0.6B-Base, its speech
+``configs/`` holds the published ``config.json`` of Qwen3-TTS-12Hz-0.6B-Base, its speech
 tokenizer's config and its generation config (sources in SOURCES.md). The 1.7B-Base config differs from
 the 0.6B one only in the fields ``ONE_B_SEVEN`` sets (the talker's width and the speaker encoder's output),
 as SOURCES.md records. The text tokenizer is the tests' small byte-level BPE: token ids only feed
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-CONFIGS = Path(__file__).resolve().parent.parent / "qwen3_configs"
-TESTS = Path(__file__).resolve().parents[2] / "tests" / "qwen3"
+from speakwire.bench.checkout import tests_on_path
+
+CONFIGS = Path(__file__).with_name("configs")
 ONE_B_SEVEN = {"tts_model_size": "1b7", "speaker_encoder_config.enc_dim": 2048,
                "talker_config.hidden_size": 2048, "talker_config.intermediate_size": 6144}  # fmt: skip
 
@@ -41,7 +41,7 @@ def build_random_checkpoint(out: Path, name: str, *, device: str, dtype: Any) ->
     """Write a loadable checkpoint directory for ``name`` with random weights; returns it."""
     import torch
 
-    sys.path.insert(0, str(TESTS))
+    tests_on_path()
     from tiny_checkpoint import _SPECIALS, _text_tokenizer
 
     from speakwire.engines.qwen3.compat import import_qwen_tts

@@ -1,6 +1,6 @@
 """One Qwen3 generation-loop step, counted: aten ops, host<->device copies, talker forwards of a burst, host ms.
 
-Runs the real 0.6B- or 1.7B-Base architecture with random weights (``bench/gpu/random_checkpoint.py``) on
+Runs the real 0.6B- or 1.7B-Base architecture with random weights (``qwen3.random_checkpoint``) on
 the CPU, so the figures need no GPU. For each batch size N it starts N voice-cloning rows (x-vector prompt,
 EOS steered off), waits until all N generate, and then counts one loop step (``GenerationLoop._step``) on
 the loop's own thread:
@@ -23,28 +23,29 @@ the loop's own thread:
 from: the talker's layers, the code predictor's layers, sampling, or the glue around them (read off the
 Python stack of each op).
 
-    python bench/qwen3_step_profile.py --arch 0.6B --rows 16 --json
-    python bench/qwen3_step_profile.py --arch 0.6B --rows 1,16,64 --out bench/results/qwen3-step-profile
-    python bench/qwen3_step_profile.py --arch 0.6B --rows 16 --timed-steps 1 --breakdown
+    speakwire bench qwen3-step-profile --arch 0.6B --rows 16 --json    # or: python bench/qwen3_step_profile.py ...
+    speakwire bench qwen3-step-profile --arch 0.6B --rows 1,16,64 --out bench/results/qwen3-step-profile
+    speakwire bench qwen3-step-profile --arch 0.6B --rows 16 --timed-steps 1 --breakdown
 """
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import json
 import logging
-import platform
 import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench" / "gpu"))
-sys.path.insert(0, str(ROOT / "tests" / "qwen3"))
+from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.checkout import tests_on_path
+from speakwire.bench.machine import describe, one_line
+from speakwire.bench.results import write_results
+
 TEXT = (
     "Good morning, and thank you for calling. Your order left our warehouse this morning and should reach you "
     "on Thursday; I have sent the tracking link to your email."
@@ -86,13 +87,13 @@ class StepCounter:
 
         counter = self
 
-        class Mode(TorchDispatchMode):
+        class Mode(TorchDispatchMode):  # type: ignore[no-untyped-call]
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 counter._dispatched(func, args, kwargs or {})
                 return func(*args, **(kwargs or {}))
 
         self._torch = torch
-        self._mode_type = Mode
+        self._mode_type: Any = Mode
         self._mode: Any = None
         self._thread: int | None = None
         self.ops: Counter[str] = Counter()
@@ -340,8 +341,8 @@ def burst16(engine: Any, probe: LoopProbe) -> int:
         end_rows(engine, rows)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argument_parser(__name__, __doc__)
     parser.add_argument("--arch", action="append", choices=("0.6B", "1.7B"), help="repeatable; default 0.6B")
     parser.add_argument("--rows", action="append", help="batch sizes, repeatable or comma-separated; default 16")
     parser.add_argument("--max-len", type=int, default=256, help="talker positions per slot (KV memory)")
@@ -355,19 +356,22 @@ def main() -> None:
                         help="also print the static step's ops by name and by origin (stderr)")  # fmt: skip
     parser.add_argument("--out", type=Path, help="also write results.json and results.md here")
     parser.add_argument("--label", default="", help="a note for results.md (e.g. the commit)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     archs = args.arch or ["0.6B"]
     levels = sorted({int(n) for item in (args.rows or ["16"]) for n in str(item).split(",") if n})
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("speakwire").setLevel(logging.ERROR)
     import torch
-    from qwen3_testing import steer_eos
-    from random_checkpoint import build_random_checkpoint
 
+    tests_on_path()
+    from qwen3_testing import steer_eos
+
+    from speakwire.bench.qwen3.random_checkpoint import build_random_checkpoint
     from speakwire.engines.qwen3 import load_qwen3_engine
 
     torch.set_num_threads(args.threads)
+    machine = describe(torch_device="cpu")
     results = []
     for arch in archs:
         name = f"{arch}-Base"
@@ -403,24 +407,19 @@ def main() -> None:
             probe.counter.uninstall()
             engine.close()
     if args.out:
-        write_results(args.out, results, args)
+        save(args.out, machine, results, args)
+    return 0
 
 
-def write_results(out: Path, results: list[dict[str, Any]], args: Any) -> None:
-    import torch
-
-    out.mkdir(parents=True, exist_ok=True)
-    machine = {"platform": platform.platform(), "processor": _cpu_name(), "cpus": _cpus(),
-               "torch": torch.__version__, "threads": args.threads, "max_len": args.max_len,
-               "dtype": args.dtype}  # fmt: skip
-    (out / "results.json").write_text(json.dumps({"machine": machine, "label": args.label, "results": results},
-                                                 indent=2) + "\n")  # fmt: skip
+def save(out: Path, machine: dict[str, Any], results: list[dict[str, Any]], args: Any) -> None:
+    document = {"machine": machine, "max_len": args.max_len, "dtype": args.dtype, "label": args.label,
+                "results": results}  # fmt: skip
     lines = [
         "# Qwen3 loop step profile (random weights, published architectures, CPU)",
         "",
         f"{args.label}" if args.label else "",
-        f"{machine['processor']}, {machine['cpus']} CPUs, torch {machine['torch']}, {args.threads} threads; "
-        "x-vector voice-cloning rows, EOS steered off. `python bench/qwen3_step_profile.py --arch A --rows N`.",
+        f"{one_line(machine)}; x-vector voice-cloning rows, EOS steered off. "
+        "`speakwire bench qwen3-step-profile --arch A --rows N`.",
         "",
         "| arch | rows | ops eager | ops static | h2d/step | d2h/step | host ms/step (static) "
         "| burst-16 prefill forwards |",
@@ -429,24 +428,8 @@ def write_results(out: Path, results: list[dict[str, Any]], args: Any) -> None:
     for r in results:
         lines.append(f"| {r['arch']} | {r['rows']} | {r['ops_eager']} | {r['ops_static']} | {r['h2d_per_step']} | "
                      f"{r['d2h_per_step']} | {r['host_ms_static']} | {r['burst16_prefill_forwards']} |")  # fmt: skip
-    (out / "results.md").write_text("\n".join(lines) + "\n")
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def _cpus() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
+    write_results(out, document, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -25,8 +25,8 @@ reported as median and minimum. Without ``--model`` the tiny random Base checkpo
 of the tests is built (CPU, seconds); its encoders are tiny, so absolute numbers are
 small — the ordering and the per-request work removed are what carry over.
 
-    python bench/voice_library_first_audio.py --threads 1
-    python bench/voice_library_first_audio.py --model /models/Qwen3-TTS-12Hz-0.6B-Base --ref-seconds 8
+    speakwire bench qwen3-voice-library --threads 1
+    speakwire bench qwen3-voice-library --model /models/Qwen3-TTS-12Hz-0.6B-Base --ref-seconds 8
 """
 
 from __future__ import annotations
@@ -35,36 +35,36 @@ import argparse
 import base64
 import io
 import json
-import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.checkout import tests_on_path
+from speakwire.bench.machine import describe, one_line
+
 TEXT = "Hello there, this is a short sentence."
 REF_TEXT = "A few words of reference speech."
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argument_parser(__name__, __doc__)
     parser.add_argument("--model", help="Base checkpoint directory or hub id (default: the tiny test checkpoint)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--ref-seconds", type=float, default=5.0, help="length of the reference clip")
     parser.add_argument("--frames", type=int, default=10, help="max_new_tokens per request (keeps requests short)")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
     parser.add_argument("--out", help="also write the results as JSON here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import torch
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "qwen3")]  # live server and tiny checkpoint helpers
+    tests_on_path()  # the live server and tiny checkpoint helpers
 
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
@@ -80,6 +80,7 @@ def main() -> None:
         }
         parts = components(model, bench.data_uri, args.repeats)
     report(results, parts, args, model)
+    return 0
 
 
 class Bench:
@@ -216,12 +217,7 @@ def components(model: str, data_uri: str, repeats: int) -> dict[str, list[float]
 def report(
     results: dict[str, list[float]], parts: dict[str, list[float]], args: argparse.Namespace, model: str
 ) -> None:
-    import torch
-
-    machine = (
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads "
-        f"{torch.get_num_threads()}, Python {platform.python_version()}"
-    )
+    machine = one_line(describe(torch_device="cpu"))
     print(f"model: {args.model or 'tiny random Base checkpoint (tests/qwen3/tiny_checkpoint.py)'}")
     print(f"machine: {machine}")
     print(f"reference: {args.ref_seconds:g} s WAV; {args.frames} frames per request; {args.repeats} samples each\n")
@@ -250,7 +246,8 @@ def report(
 def _tiny_base(directory: Path) -> Path:
     from tiny_checkpoint import build_tiny_checkpoints
 
-    return build_tiny_checkpoints(directory)["base"]
+    paths: dict[str, Path] = build_tiny_checkpoints(directory)
+    return paths["base"]
 
 
 def _wav(seconds: float) -> bytes:
@@ -266,4 +263,4 @@ def _wav(seconds: float) -> bytes:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
