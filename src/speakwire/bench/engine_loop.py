@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from speakwire.bench.concurrency import together
 from speakwire.bench.results import LevelResult, StreamRecord, record_from_arrivals
 from speakwire.engines.base import Engine, SynthesisRequest
 
@@ -53,13 +54,6 @@ def run_engine_level(engine: Engine, texts: Sequence[str], *, concurrency: int, 
             with lock:
                 records.append(record)
 
-    threads = [
-        threading.Thread(target=worker, name=f"bench-engine-{i}", daemon=True) for i in range(min(concurrency, streams))
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - level_start
+    wall = together(min(concurrency, streams), lambda _: worker(), name="bench-engine")
     records.sort(key=lambda r: r.index)
     return LevelResult(target=TARGET, concurrency=concurrency, wall_s=wall, streams=records)

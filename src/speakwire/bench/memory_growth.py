@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.concurrency import together
 from speakwire.bench.process import rss_mib
 from speakwire.bench.texts import WORDS, paragraphs
 
@@ -75,11 +76,7 @@ def child(config: str, rounds: int, per_round: int, threads: int) -> dict[str, o
                 audio[0] += seconds
 
     def run(calls: int, seed: int) -> None:
-        pool = [threading.Thread(target=work, args=(seed + k, calls)) for k in range(threads)]
-        for thread in pool:
-            thread.start()
-        for thread in pool:
-            thread.join()
+        together(threads, lambda k: work(seed + k, calls))
 
     run(5, 10_000)  # warm-up: every size class seen at least once per thread
     baseline, started, audio_before = rss_mib(), time.perf_counter(), audio[0]

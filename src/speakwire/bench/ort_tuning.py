@@ -43,6 +43,7 @@ import numpy as np
 import onnxruntime
 
 from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.concurrency import together
 from speakwire.bench.engine_loop import run_engine_level
 from speakwire.bench.machine import describe, one_line
 from speakwire.bench.process import CpuMeter
@@ -256,7 +257,7 @@ def _on_threads(workers: int, jobs: Sequence[Any], run: Callable[[Any], None]) -
     """Run every job on ``workers`` threads pulling from one list; returns the wall time."""
     lock, pending = threading.Lock(), list(jobs)
 
-    def worker() -> None:
+    def worker(_: int) -> None:
         while True:
             with lock:
                 if not pending:
@@ -264,13 +265,7 @@ def _on_threads(workers: int, jobs: Sequence[Any], run: Callable[[Any], None]) -
                 job = pending.pop(0)
             run(job)
 
-    started = time.perf_counter()
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return time.perf_counter() - started
+    return together(workers, worker)
 
 
 # ----- report --------------------------------------------------------------------------------------

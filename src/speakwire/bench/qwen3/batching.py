@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 from speakwire.bench.catalogue import argument_parser
 from speakwire.bench.checkout import tests_on_path
+from speakwire.bench.concurrency import together
 from speakwire.bench.machine import describe, one_line
 from speakwire.bench.results import percentile, write_results
 
@@ -121,14 +121,12 @@ def _codes(engine: Any, streams: int, frames: int) -> dict[str, float]:
 
 def _audio(engine: Any, streams: int, frames: int, *, full: bool) -> dict[str, float]:
     """N concurrent utterances to audio: our streams (full=False) or the package's generate (full=True)."""
-    first: list[float] = []
-    audio_s: list[float] = []
-    lock = threading.Lock()
-    barrier = threading.Barrier(streams)
+    first: list[float] = [0.0] * streams
+    audio_s: list[float] = [0.0] * streams
+    requests = [_request(engine, seed, frames) for seed in range(streams)]
 
     def one(seed: int) -> None:
-        request = _request(engine, seed, frames)
-        barrier.wait()
+        request = requests[seed]
         started = time.perf_counter()
         if full:
             samples = len(engine.synthesize_full(TEXT, request).samples)
@@ -139,17 +137,9 @@ def _audio(engine: Any, streams: int, frames: int, *, full: bool) -> dict[str, f
                 if ttfa is None:
                     ttfa = time.perf_counter() - started
                 samples += len(chunk.samples)
-        with lock:
-            first.append(float(ttfa or 0.0))
-            audio_s.append(samples / 24_000)
+        first[seed], audio_s[seed] = float(ttfa or 0.0), samples / 24_000
 
-    threads = [threading.Thread(target=one, args=(seed,)) for seed in range(streams)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - started
+    wall = together(streams, one)
     return {
         "x_real_time": sum(audio_s) / wall,
         "first_audio_p50_ms": 1000 * (percentile(first, 50) or 0.0),

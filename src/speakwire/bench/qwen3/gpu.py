@@ -30,7 +30,6 @@ import json
 import logging
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Any
 
 from speakwire.bench.catalogue import argument_parser
 from speakwire.bench.checkout import tests_on_path
+from speakwire.bench.concurrency import together
 from speakwire.bench.machine import describe
 from speakwire.bench.playback import simulate
 from speakwire.bench.results import percentile, write_results
@@ -257,10 +257,8 @@ def _level(torch: Any, engine: Any, streams: int, frames: int, *, stagger_s: flo
 
     requests = [_request(engine, seed, frames) for seed in range(streams)]
     results: list[dict[str, float]] = [{} for _ in range(streams)]
-    barrier = threading.Barrier(streams + 1)
 
     def one(i: int) -> None:
-        barrier.wait()
         time.sleep(stagger_s * i / max(streams - 1, 1))
         begin = time.perf_counter()
         arrivals: list[tuple[float, int]] = []
@@ -276,14 +274,7 @@ def _level(torch: Any, engine: Any, streams: int, frames: int, *, stagger_s: flo
         torch.cuda.reset_peak_memory_stats()
     engine.loop.stats = LoopStats()
     with steer_eos(engine, after=None):
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(streams)]
-        for thread in threads:
-            thread.start()
-        barrier.wait()
-        begin = time.perf_counter()
-        for thread in threads:
-            thread.join()
-        wall = time.perf_counter() - begin
+        wall = together(streams, one)
     ttfa = [r["ttfa"] for r in results]
     stats = engine.loop.stats.snapshot()
     level = {

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ import httpx
 
 from speakwire.bench.catalogue import argument_parser
 from speakwire.bench.checkout import tests_on_path
+from speakwire.bench.concurrency import together
 from speakwire.bench.machine import describe, one_line
 from speakwire.bench.metrics import scrape
 from speakwire.bench.process import cpu_seconds
@@ -58,25 +58,12 @@ def one_stream(url: str, body: dict[str, Any]) -> tuple[float, float, float]:
 
 def concurrent_round(url: str, body: dict[str, Any], streams: int) -> tuple[list[float], float, float]:
     """First-byte times, total audio seconds and wall seconds of ``streams`` requests started together."""
-    results: list[tuple[float, float, float]] = []
-    lock = threading.Lock()
-    gate = threading.Barrier(streams + 1)
+    results: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)] * streams
 
-    def run() -> None:
-        gate.wait()
-        result = one_stream(url, body)
-        with lock:
-            results.append(result)
+    def run(i: int) -> None:
+        results[i] = one_stream(url, body)
 
-    threads = [threading.Thread(target=run) for _ in range(streams)]
-    for thread in threads:
-        thread.start()
-    gate.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - started
-    assert len(results) == streams, "a stream failed"
+    wall = together(streams, run)
     return [first for first, _, _ in results], sum(audio for _, audio, _ in results), wall
 
 
