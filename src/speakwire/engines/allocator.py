@@ -125,7 +125,7 @@ class MemoryReleaser:
     since the last trim, or sooner when the process's RSS has grown ``budget_bytes`` past what it was
     right after the last trim: glibc places each call's tensors in whatever free chunks fit, so between
     trims successive calls touch fresh pages of the heap's free space, and RSS climbed to 2-4x one call's
-    working set on a long request (``bench/stalled_readers.py``). A timer makes sure one more trim follows
+    working set on a long request (``speakwire bench stalled-readers``). A timer makes sure one more trim follows
     ``interval_s`` after the last call, so memory also goes back once the work stops.
     """
 

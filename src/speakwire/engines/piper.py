@@ -16,7 +16,7 @@ Working memory is bounded per call whatever a sentence's length: sentences that 
 for latency go through the split voice too, in fixed windows of ``PiperOptions.window_frames``
 (the decoder's tensors and im2col buffers grow ~0.4 MB per frame decoded at once), and each run's
 arena is handed back when it ends (``PiperOptions.arena_shrink``), so a long request reuses one
-call's memory instead of spreading over the heap (``bench/stalled_readers.py``: a 10,000-character
+call's memory instead of spreading over the heap (``speakwire bench stalled-readers``: a 10,000-character
 request peaked 330-350 MB above idle before).
 
 Word timings: the duration predictor's frames per phoneme id (``piper_split.find_durations``) are an
