@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,14 +26,20 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
-from wyoming.event import Event
+from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.info import Describe
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart
 
-from speakwire.server.drain import GRACE_AFTER_DRAIN_S, drain
+from speakwire.server.drain import drain
 from speakwire.settings import Settings
 from support.live_server import LiveServer, free_port, start_server
 
+SLOW_RCVBUF = 16 * 1024
+"""A slow reader's receive buffer: small, so what it has not read stays on the server's side."""
+SLOW_READ_BYTES_S = 250_000
+"""A slow download's pace: slower than loopback, still far quicker than the drain timeout needs."""
+PLAYBACK_BYTES_S = 60_000
+"""A Wyoming client reading about as fast as it plays (Piper's 22 kHz 16-bit mono is 44 kB/s)."""
 SENTENCES = ["The drain lets this sentence finish. ", "And this one, whose end comes after the signal."]
 LONG_TEXT = "A long reply that is still being spoken when the drain time runs out. " * 120
 
@@ -202,7 +209,8 @@ async def test_past_the_drain_timeout_what_remains_is_closed_with_1001(tmp_path:
     text = log.read_text()
     assert "2 utterance(s) still in flight are cut" in text
     # The HTTP stream is cut by the drain itself, one line, not by uvicorn cancelling it (a CancelledError traceback).
-    assert f"drain: 1 connection(s) still sending {GRACE_AFTER_DRAIN_S:g} s after the drain are cut short" in text
+    assert "drain timeout (0.5 s): 2 utterance(s) still in flight are cut, 1 HTTP response(s) still sending" in text
+    assert "drain: 1 connection(s) still sending at the drain timeout (0.5 s) are cut short" in text
     assert_no_traceback(text)
 
 
@@ -238,6 +246,90 @@ async def test_past_the_drain_timeout_wyoming_requests_end_the_wyoming_way(tmp_p
         assert error.code == "shutting_down" and "shutting down" in error.text, name
     text = log.read_text()
     assert "2 utterance(s) still in flight are cut" in text and "drain done: 3 session(s)" in text
+    assert_no_traceback(text)
+
+
+async def slow_connection(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A loopback connection with a small receive buffer, for a reader that takes its time."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SLOW_RCVBUF)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    return await asyncio.open_connection(sock=sock, limit=2**20)
+
+
+async def read_slowly(reader: asyncio.StreamReader, n: int) -> bytes:
+    """Up to ``n`` bytes at ``SLOW_READ_BYTES_S``, fewer if the connection ends first."""
+    got = bytearray()
+    while len(got) < n and (data := await asyncio.wait_for(reader.read(min(8192, n - len(got))), 60)):
+        got += data
+        await asyncio.sleep(len(data) / SLOW_READ_BYTES_S)
+    return bytes(got)
+
+
+async def test_a_slow_download_started_before_sigterm_gets_its_whole_file(tmp_path: Path) -> None:
+    # A whole WAV file gives its utterance back before its body goes out: the drain waits for the body too.
+    with serve(tmp_path) as (url, process, log):
+        body = json.dumps({"model": "tts-1", "voice": "alloy", "input": LONG_TEXT[:1200], "response_format": "wav"})
+        reader, writer = await slow_connection(int(url.rsplit(":", 1)[1]))
+        writer.write(f"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n{body}".encode())  # fmt: skip
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 120)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head)[1])  # type: ignore[index]
+        process.send_signal(signal.SIGTERM)
+        await wait_draining(url)
+        wav = await read_slowly(reader, length)
+        assert await reader.read() == b""  # then the server closes
+        writer.close()
+        assert exit_code(process, log) == 0, log.read_text()
+    assert len(wav) == length > 2**21 and wav[:4] == b"RIFF"
+    assert int.from_bytes(wav[40:44], "little") == length - 44  # the header's data size: every sample came
+    text = log.read_text()
+    assert "drain timeout" not in text and "cut short" not in text
+    assert_no_traceback(text)
+
+
+async def wyoming_slowly(reader: asyncio.StreamReader) -> list[Event]:
+    """Wyoming events read at ``PLAYBACK_BYTES_S`` until the server closes (a reset fails the test)."""
+    events: list[Event] = []
+    while (event := await asyncio.wait_for(async_read_event(reader), 60)) is not None:
+        events.append(event)
+        await asyncio.sleep(len(event.payload or b"") / PLAYBACK_BYTES_S)
+    return events
+
+
+async def test_a_slow_wyoming_reader_hears_the_endings_not_the_queued_audio(tmp_path: Path) -> None:
+    # Up to max_lead_s of audio is queued for each request when the drain ends; a client reading at its
+    # own pace gets the endings right after the write in progress, not after all of it (nor dropped).
+    wyoming_port = free_port()
+    with serve(tmp_path, SPEAKWIRE_DRAIN_TIMEOUT="0.5", SPEAKWIRE_WYOMING_PORT=str(wyoming_port)) as (_, process, log):
+        once_r, once_w = await slow_connection(wyoming_port)
+        stream_r, stream_w = await slow_connection(wyoming_port)
+        await async_write_event(Synthesize(text=LONG_TEXT).event(), once_w)
+        await async_write_event(SynthesizeStart().event(), stream_w)
+        await async_write_event(SynthesizeChunk(text=LONG_TEXT).event(), stream_w)  # never stopped
+        for reader in (once_r, stream_r):  # admitted and speaking before the signal
+            first = await asyncio.wait_for(async_read_event(reader), 120)
+            assert first is not None and first.type == "audio-start"
+        process.send_signal(signal.SIGTERM)
+        once, stream = await asyncio.gather(wyoming_slowly(once_r), wyoming_slowly(stream_r))
+        for writer in (once_w, stream_w):
+            writer.close()
+        assert exit_code(process, log) == 0, log.read_text()
+    got = {
+        name: " ".join(["audio-start", *(e.type for e in events)])
+        for name, events in [("once", once), ("stream", stream)]
+    }
+    assert re.fullmatch(r"audio-start (audio-chunk )+error audio-stop", got["once"]), got["once"][-200:]
+    assert re.fullmatch(r"(audio-start (audio-chunk )*audio-stop )*(audio-start (audio-chunk )*)?error "
+                        r"(audio-stop )?synthesize-stopped", got["stream"]), got["stream"][-200:]  # fmt: skip
+    assert got["stream"].count("audio-start") == got["stream"].count("audio-stop")
+    for events in (once, stream):
+        [error] = [Error.from_event(e) for e in events if Error.is_type(e.type)]
+        assert error.code == "shutting_down"
+    text = log.read_text()
+    assert "2 utterance(s) still in flight are cut" in text and "drain done: 2 session(s)" in text
     assert_no_traceback(text)
 
 

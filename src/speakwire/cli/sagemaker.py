@@ -309,7 +309,12 @@ def _build_image(session: Any, context: Any, request: Any, *, outcome: str | Non
     """``build_image`` as a step: a failed build exits 1, Ctrl-C 130; ``outcome`` says what that means for the run."""
     from speakwire.deploy.sagemaker.build import BuildClients, BuildError, build_image
 
-    stopped = "the build was stopped and what it made deleted (see above)" + (f"; {outcome}" if outcome else "")
+    # ``build`` says what it said before the wrapper; deploy also says what the stop means for its run.
+    stopped = (
+        f"the build was stopped and what it made deleted (see above); {outcome}"
+        if outcome
+        else "the build was stopped and its project and context deleted (see above)"
+    )
     failed = _exits(EXIT_FAILED, BuildError, say=_then(outcome) if outcome else str)
     with failed, _exits(EXIT_INTERRUPTED, KeyboardInterrupt, say=_interrupted(stopped)):
         return build_image(BuildClients.from_session(session), context, request)

@@ -15,6 +15,7 @@ from speakwire.server.auth import ApiKeyMiddleware
 from speakwire.server.body_limit import BodyLimitMiddleware
 from speakwire.server.cartesia import router as cartesia_router
 from speakwire.server.deepgram import router as deepgram_router
+from speakwire.server.drain import InFlightMiddleware
 from speakwire.server.elevenlabs import router as elevenlabs_router
 from speakwire.server.errors import install_error_handlers
 from speakwire.server.redaction import install_log_redaction
@@ -75,4 +76,6 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     # Outermost: /invocations is rewritten before auth and routing see it.
     app.add_middleware(InvocationsRouter, default_route=settings.sagemaker_default_route, api=app)
+    # Around everything: a drain waits for every HTTP response until its last part is sent.
+    app.add_middleware(InFlightMiddleware, state=state)
     return app

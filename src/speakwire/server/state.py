@@ -61,6 +61,9 @@ class ServerState:
     """SIGTERM came: no new stream is admitted (503 / 1013), /ping and /ready answer 503 (``server.drain``)."""
     sessions: set[GoingAway] = field(default_factory=set)
     """The WebSocket sessions open now, closed with 1001 when a drain ends."""
+    http_in_flight: int = 0
+    """HTTP requests whose response has not sent its last part (``drain.InFlightMiddleware``): a drain waits
+    for them as for the utterances in flight, so a whole file synthesized before the signal is sent whole."""
 
     @property
     def engine_error(self) -> str | None:

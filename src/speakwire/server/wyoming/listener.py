@@ -12,7 +12,10 @@ and admission slot is released when the connection ends, however it ends.
 A drain (``server.drain``) that ends with a connection still open cuts what it was synthesizing and ends each
 request the Wyoming way, as the WebSocket dialects end theirs with their final event and 1001: an ``error``
 with code ``shutting_down`` saying why (once), then what each request is owed, ``audio-stop`` for a sentence
-whose ``audio-start`` went out and ``synthesize-stopped`` for a stream, then the connection closes.
+whose ``audio-start`` went out and ``synthesize-stopped`` for a stream, then the connection closes. The
+audio still queued for a cut request is dropped (up to ``max_lead_s`` of it: a client reading at playback
+speed would take that long), so the endings go out right after the write in progress; a client that takes
+nothing for ``GOING_AWAY_WRITE_S`` in one write is dropped, and the drain's own deadline bounds the whole.
 """
 
 from __future__ import annotations
@@ -59,8 +62,12 @@ INPUT_ERRORS = InputErrors(
 )
 """How a one-shot ``synthesize`` is refused; ``_speak_once`` gives each refusal its Wyoming error code."""
 GOING_AWAY_TEXT = "Server is shutting down; reconnect to continue (another instance will answer)."
-GOING_AWAY_TIMEOUT_S = 2.0
-"""How long a drain waits for a connection's last events to go out; a client that takes none is dropped."""
+GOING_AWAY_WRITE_S = 1.25
+"""While going away, how long one write may wait for the client to take it; one that takes none is dropped.
+Above the ~1.1 s a client reading at playback speed (22-24 kHz) takes to empty the transport from its high
+to its low water mark (64 to 16 KiB), which is what the write in progress waits for."""
+GOING_AWAY_POLL_S = 0.1
+"""How often going-away looks whether the write in progress is past ``GOING_AWAY_WRITE_S``."""
 
 
 class _Closed(Exception):
@@ -153,6 +160,8 @@ class WyomingConnection:
         self._going_away = False
         """The drain has ended this connection: its synthesis is cut, nothing more is read."""
         self._told_going_away = False
+        self._writing_since: float | None = None
+        """Loop time the write in progress started (None between writes), for going-away's per-write deadline."""
 
     # ----- lifetime ---------------------------------------------------------------------
 
@@ -192,25 +201,40 @@ class WyomingConnection:
     async def going_away(self) -> None:
         """The drain is over (``server.drain``): cut what is synthesizing, end each request the Wyoming way, close.
 
-        Each cut speaker sends, in request order, the ``shutting_down`` error (the first one only) and then
-        what its request is owed (``audio-stop``, ``synthesize-stopped``); a connection with nothing cut
-        still hears the error. Never raises; the connection's own ``finally`` releases what is left.
+        Each speaker drops its request's queued audio and sends, in request order, the ``shutting_down`` error
+        (the first one only) and then what its request is owed (``audio-stop``, ``synthesize-stopped``); a
+        connection with nothing cut still hears the error. A write that waits ``GOING_AWAY_WRITE_S`` drops the
+        client; the drain's deadline cancels this (the client is dropped too). Never raises but for that
+        cancel; the connection's own ``finally`` releases what is left.
         """
         self._going_away = True
         self._stream = None  # its synthesize-stop will not be read now
         for utterance in list(self._utterances):
-            utterance.cancel()  # one whose audio is all made is not cut: it finishes sending
+            utterance.cancel()
         said = False
-        with contextlib.suppress(_Closed, ConnectionError, TimeoutError):
-            async with asyncio.timeout(GOING_AWAY_TIMEOUT_S):
-                if self._speakers:
-                    await asyncio.wait(list(self._speakers))
-                await self._say_going_away()
+        try:
+            with contextlib.suppress(_Closed, ConnectionError, TimeoutError):
+                await self._wait_speakers()
+                async with asyncio.timeout(GOING_AWAY_WRITE_S):
+                    await self._say_going_away()
                 said = True
-        if said:
-            self._writer.close()  # after what is buffered; the reader sees the end and ``run`` releases the rest
-        else:
-            self._writer.transport.abort()  # a client that takes nothing (or is gone) is not waited for
+        finally:
+            if said or self._writer.is_closing():
+                # After what is buffered (a refused one-shot already closing is left to end so); the reader
+                # sees the end and ``run`` releases the rest.
+                self._writer.close()
+            else:
+                self._writer.transport.abort()  # a client that takes nothing (or is gone) is not waited for
+
+    async def _wait_speakers(self) -> None:
+        """Until every speaker is done; ``TimeoutError`` once a write has waited ``GOING_AWAY_WRITE_S``."""
+        loop = asyncio.get_running_loop()
+        began = loop.time()  # a write already waiting counts from here
+        while pending := [task for task in self._speakers if not task.done()]:
+            await asyncio.wait(pending, timeout=GOING_AWAY_POLL_S)
+            since = self._writing_since
+            if since is not None and loop.time() - max(since, began) >= GOING_AWAY_WRITE_S:
+                raise TimeoutError
 
     async def _say_going_away(self, *endings: bytes) -> None:
         """``endings`` of a request cut by the drain, after the ``shutting_down`` error if not yet sent."""
@@ -266,6 +290,7 @@ class WyomingConnection:
             if self._writer.is_closing():
                 raise _Closed
             self._writer.write(b"".join(frames))
+            self._writing_since = asyncio.get_running_loop().time()
             try:
                 # A client that stops reading is dropped rather than holding audio (and a stream slot) forever.
                 await self._stall.write(self._writer.drain())
@@ -276,6 +301,8 @@ class WyomingConnection:
             except ConnectionError as exc:
                 self._writer.close()
                 raise _Closed from exc
+            finally:
+                self._writing_since = None
 
     def _in_order(self, work: Callable[[], Awaitable[None]]) -> None:
         """Run ``work`` once everything asked for earlier on this connection has been sent."""
@@ -444,6 +471,10 @@ class WyomingConnection:
         started = False
         try:
             async for event in utterance.events():
+                if self._going_away and not _finished_whole(event):
+                    # Cut by the drain: what is still queued is dropped, the endings go out now.
+                    await self._say_going_away(*([p.audio_stop()] if started else []))
+                    return
                 if isinstance(event, SegmentStarted) and not started:
                     started = True
                     await self._send(p.audio_start(rate))
@@ -458,9 +489,6 @@ class WyomingConnection:
                 elif isinstance(event, UtteranceFinished) and not event.cancelled:
                     await self._send_chunks(rate, chunker.flush())
                     await self._send(p.audio_stop())
-                elif isinstance(event, UtteranceFinished) and self._going_away:
-                    await self._send_chunks(rate, chunker.flush())
-                    await self._say_going_away(*([p.audio_stop()] if started else []))
         finally:
             self._release(utterance)
 
@@ -471,6 +499,10 @@ class WyomingConnection:
         speaking = False  # an audio-start went out whose audio-stop has not
         try:
             async for event in utterance.events():
+                if self._going_away and not _finished_whole(event):
+                    # Cut by the drain: what is still queued is dropped, the endings go out now.
+                    await self._say_going_away(*([p.audio_stop()] if speaking else []), p.synthesize_stopped())
+                    return
                 if isinstance(event, SegmentStarted):
                     chunker = p.PcmChunker()
                     speaking = True
@@ -486,15 +518,17 @@ class WyomingConnection:
                     await self._send(p.audio_stop())
                 elif isinstance(event, UtteranceFinished) and not event.cancelled:
                     await self._send(p.synthesize_stopped())
-                elif isinstance(event, UtteranceFinished) and self._going_away:
-                    await self._send_chunks(rate, chunker.flush())
-                    await self._say_going_away(*([p.audio_stop()] if speaking else []), p.synthesize_stopped())
         finally:
             self._release(utterance)
 
     async def _send_chunks(self, rate: int, chunks: list[bytes]) -> None:
         if chunks:
             await self._send(*(p.audio_chunk(rate, chunk) for chunk in chunks))
+
+
+def _finished_whole(event: object) -> bool:
+    """``event`` ends an utterance that was not cut: what it still owes (its last chunks, the stop) is sent."""
+    return isinstance(event, UtteranceFinished) and not event.cancelled
 
 
 def _error_code(exc: SpeakwireError) -> p.ErrorCode:
