@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from speakwire.engines import allocator
-from speakwire.engines.allocator import MemoryReleaser, loading, tune_allocator
+from speakwire.engines.allocator import MemoryReleaser, anchor_thread, loading, trim, tune_allocator
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or allocator._glibc() is None, reason="glibc only")
 
@@ -70,3 +70,22 @@ def test_big_blocks_are_mapped_while_loading_and_come_from_the_heap_after() -> N
     with loading():
         assert mapped_after_malloc(size) >= before + size  # mapped: freed straight back to the OS
     assert mapped_after_malloc(size) < before + size  # the tuned 256 MiB threshold again: from the heap
+
+
+def test_a_trim_gives_back_what_a_worker_thread_freed_in_its_own_arena() -> None:
+    """glibc's ``malloc_trim`` alone leaves the top of a thread arena's heap resident (see ``allocator.trim``)."""
+    assert tune_allocator() or allocator._operator_tuned()
+
+    def work() -> None:
+        anchor_thread()  # as MemoryReleaser.maybe_release does in every worker
+        blocks = [np.ones(4 * 1024 * 1024 // 8) for _ in range(12)]  # 48 MiB from this thread's heap, touched
+        del blocks
+
+    threads = [threading.Thread(target=work) for _ in range(3)]  # at least one lands in a second arena
+    trim()
+    before = allocator._rss_bytes()
+    for thread in threads:
+        thread.start()
+        thread.join()
+    trim()
+    assert allocator._rss_bytes() - before < 4 * 1024 * 1024

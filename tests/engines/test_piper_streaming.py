@@ -170,6 +170,12 @@ def test_split_sessions_use_an_arena_without_memory_patterns(piper_engine: Piper
         assert options.enable_cpu_mem_arena and not options.enable_mem_pattern
 
 
+def test_the_whole_graph_session_keeps_no_arena(piper_engine: PiperEngine) -> None:
+    """PiperVoice runs it without run options, so an arena there would keep the load probe's memory."""
+    options = piper_engine._voice.session.get_session_options()
+    assert not options.enable_cpu_mem_arena and not options.enable_mem_pattern
+
+
 # ----- the split and the windows --------------------------------------------------------------------
 
 

@@ -14,8 +14,8 @@ hundred MiB, a short one a few MiB), so no two calls ask for the same sizes. Mea
   faulted in on each call (10-15% slower on whole sentences).
 
 So ``tune_allocator`` fixes glibc's thresholds high (big blocks are reused from the heap, as an arena
-would) and caps it at two arenas, and ``MemoryReleaser`` gives the free pages back to the OS
-(``malloc_trim``) at most every few seconds, cheap because most pages stay in use. Only glibc on
+would) and caps it at two arenas, and ``MemoryReleaser`` gives the free
+pages back to the OS (``malloc_trim``) at most every few seconds, cheap because most pages stay in use. Only glibc on
 Linux is tuned; elsewhere both are no-ops. An operator who set ``MALLOC_ARENA_MAX`` or
 ``GLIBC_TUNABLES`` keeps their own settings.
 """
@@ -43,6 +43,8 @@ LOAD_MMAP_THRESHOLD_BYTES = 128 * 1024
 MMAP_THRESHOLD_BYTES = 256 * 1024 * 1024
 """Blocks below this come from the heap and are reused; above it (beyond any Piper tensor) they are mapped."""
 ARENA_MAX = 2
+_ANCHOR_BYTES = 64 * 1024
+"""A free this big (glibc's ``FASTBIN_CONSOLIDATION_THRESHOLD``) makes glibc consider trimming its arena's top."""
 RELEASE_INTERVAL_S = 5.0
 """One ``malloc_trim`` per this many seconds of work: trimming per call costs ~13% (pages re-faulted)."""
 RELEASE_BUDGET_BYTES = 48 * 1024 * 1024
@@ -51,6 +53,8 @@ RELEASE_BUDGET_BYTES = 48 * 1024 * 1024
 _lock = threading.Lock()
 _libc: ctypes.CDLL | None = None
 _tuned = False
+_anchors: dict[int, int] = {}
+"""Thread ident -> a block that thread allocated in its arena (``anchor_thread``); freed by each trim."""
 
 
 def _glibc() -> ctypes.CDLL | None:
@@ -59,6 +63,8 @@ def _glibc() -> ctypes.CDLL | None:
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
             if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") and hasattr(libc, "gnu_get_libc_version"):
+                libc.malloc.restype = ctypes.c_void_p
+                libc.free.argtypes = [ctypes.c_void_p]
                 _libc = libc
         except OSError:
             return None
@@ -103,6 +109,45 @@ def loading() -> Iterator[None]:
             _apply(libc)
 
 
+def anchor_thread() -> None:
+    """Leave one small block of this thread's arena for the next ``trim`` to free (once per thread and trim)."""
+    libc = _glibc()
+    ident = threading.get_ident()
+    if libc is None or not _tuned or ident in _anchors:
+        return
+    block = libc.malloc(_ANCHOR_BYTES)
+    if block:
+        with _lock:
+            _anchors[ident] = block
+
+
+def trim() -> None:
+    """Give every arena's free pages back to the OS, the tops of the threads' heaps included.
+
+    Why: ``malloc_trim`` releases the free chunks of every arena and the main arena's top, but never the top of a
+    thread arena's heap: glibc shrinks those only when a free of at least 64 KiB in that arena finds the top past
+    ``M_TRIM_THRESHOLD``, held at 256 MiB here (beyond a thread heap's 64 MiB), so it never did. The worker threads'
+    last tensors stayed resident after the work stopped: +17-50 MB after a trim with the same bytes in use
+    (``mallinfo2``), the RSS left after stalled clients closed (``bench/results/stalled-readers-2core/after-memory``).
+    So each trim frees the block each thread left in its arena (``anchor_thread``) with the threshold at zero for
+    that moment; a free goes to the arena its block came from, whichever thread frees it.
+    """
+    libc = _glibc()
+    if libc is None:
+        return
+    libc.malloc_trim(0)
+    with _lock:
+        if not _tuned or not _anchors:
+            return
+        libc.mallopt(_M_TRIM_THRESHOLD, 0)
+        try:
+            for block in _anchors.values():
+                libc.free(block)
+            _anchors.clear()
+        finally:
+            libc.mallopt(_M_TRIM_THRESHOLD, MMAP_THRESHOLD_BYTES)
+
+
 def _operator_tuned() -> bool:
     return bool(os.environ.get("MALLOC_ARENA_MAX") or os.environ.get("GLIBC_TUNABLES"))
 
@@ -144,6 +189,7 @@ class MemoryReleaser:
         """Trim now if the interval has passed or RSS is over budget (True), else make sure a trim follows."""
         if _glibc() is None:
             return False
+        anchor_thread()  # this (worker) thread's arena gets trimmed too
         now = time.monotonic()
         self._last_call = now
         due = now - self._last >= self.interval_s
@@ -177,7 +223,7 @@ class MemoryReleaser:
         try:
             if not force and time.monotonic() - self._last < self.interval_s:
                 return False
-            libc.malloc_trim(0)
+            trim()
             self._last = time.monotonic()
             self._floor = _rss_bytes()
             self.releases += 1

@@ -117,11 +117,10 @@ class PiperEngine:
         import json
 
         config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
-        session_options = onnxruntime.SessionOptions()
-        session_options.intra_op_num_threads = options.intra_op_threads
-        session_options.inter_op_num_threads = options.inter_op_threads
-        session_options.enable_cpu_mem_arena = options.memory_arena or options.arena_shrink
-        session_options.enable_mem_pattern = options.memory_arena
+        session_options = _session_options(options, arena=options.memory_arena or options.arena_shrink)
+        # The whole graph runs through PiperVoice, which passes no run options, so an arena there could not be
+        # shrunk: it would keep the load probe's working memory (~40 MB) and grow under mixed lengths.
+        whole_options = _session_options(options, arena=options.memory_arena)
         run_options = None
         if options.arena_shrink and not options.memory_arena:
             run_options = onnxruntime.RunOptions()
@@ -133,7 +132,7 @@ class PiperEngine:
             graph, durations = _voice_graph(model_path, config)
             session = onnxruntime.InferenceSession(
                 _with_output(graph, durations) if graph is not None and durations else str(model_path),
-                sess_options=session_options, providers=["CPUExecutionProvider"],
+                sess_options=whole_options, providers=["CPUExecutionProvider"],
             )  # fmt: skip
             self._voice = PiperVoice(config=config, session=session)
             self._timed = durations is not None
@@ -294,6 +293,18 @@ class PiperEngine:
 
     def close(self) -> None:
         pass
+
+
+def _session_options(options: PiperOptions, *, arena: bool) -> onnxruntime.SessionOptions:
+    """Threads from ``options``; onnxruntime's CPU arena as asked, memory patterns only with ``memory_arena``."""
+    import onnxruntime
+
+    session_options = onnxruntime.SessionOptions()
+    session_options.intra_op_num_threads = options.intra_op_threads
+    session_options.inter_op_num_threads = options.inter_op_threads
+    session_options.enable_cpu_mem_arena = arena
+    session_options.enable_mem_pattern = options.memory_arena
+    return session_options
 
 
 def _frontend_feed(voice: PiperVoice, phoneme_ids: list[int], config: SynthesisConfig) -> dict[str, npt.NDArray[Any]]:
