@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import statistics
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import httpx
-
 from speakwire.bench.catalogue import argument_parser
+from speakwire.bench.http_client import http_client
 from speakwire.bench.loadgen import text_pieces
 from speakwire.bench.machine import describe, one_line
 from speakwire.bench.servers import speakwire_server, websocket_url
@@ -35,9 +33,7 @@ PARAGRAPH = (
 )
 
 
-# httpx writes a request's headers and body separately; without TCP_NODELAY, Nagle's algorithm holds the body
-# until the server's delayed ACK (~40 ms on Linux) and that wait would be measured as server latency.
-CLIENT = httpx.Client(transport=httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]))
+CLIENT = http_client()
 
 
 def http_once(url: str) -> tuple[float, float]:
