@@ -18,6 +18,7 @@ from speakwire.engines.registry import default_worker_count, load_engine
 from speakwire.errors import NotReadyError
 from speakwire.scheduler import Scheduler
 from speakwire.server import capacity as cap
+from speakwire.server import gc_heap
 from speakwire.server.metrics import SpeechMetrics
 from speakwire.server.voices.library import VoiceLibrary
 from speakwire.settings import OPENAI_MODEL_ALIASES, OPENAI_VOICE_ALIASES, PRESET_SPEAKER_ALIASES, Settings
@@ -113,6 +114,7 @@ class ServerState:
             self.metrics.watch_capacity(self.capacity, self.pipeline)
             for hook in self.ready_hooks:
                 await hook()
+            gc_heap.freeze_startup_heap()  # last before ready: what start-up made is never garbage
             self.ready = True
             logger.info(
                 "ready: engine %s, model %s (also answers to %s), %d worker(s), %d stream(s) at once (%s%s), "
@@ -154,6 +156,7 @@ class ServerState:
             self._load_task.cancel()
         if self.pipeline is not None:
             await asyncio.to_thread(self.pipeline.scheduler.close)
+        gc_heap.thaw()  # the engine's objects are collectable again once it is released
         if self.engine is not None and self._owns_engine:
             self.engine.close()
         if self.voices is not None:
