@@ -58,7 +58,12 @@ class Scheduler:
     def __init__(self, workers: int, *, name: str = "speakwire-engine", reserve: bool = True) -> None:
         """``reserve``: add the worker for urgent work (off for engines whose jobs last a whole utterance)."""
         self._heap: list[Job] = []
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)
+        """The workers wait here, one woken per job: a batched engine has a worker per stream (64, say), and
+        waking all of them for every job made each new stream cost the event loop ~1 ms of GIL."""
+        self._reserve_wake = threading.Condition(lock)
+        """The reserve waits here (same lock), told of every job and of every worker turning to bulk."""
         self._seq = itertools.count()
         self._closed = False
         self._busy = 0
@@ -120,7 +125,8 @@ class Scheduler:
             if self._closed:
                 raise RuntimeError("scheduler is closed")
             heapq.heappush(self._heap, job)
-            self._cond.notify_all()  # an idle worker takes it; the reserve looks too (and declines if one is idle)
+            self._cond.notify()  # an idle worker takes it
+            self._reserve_wake.notify()  # the reserve looks too (and declines while a worker is idle)
         return job
 
     def close(self, timeout: float = 5.0) -> None:
@@ -131,6 +137,7 @@ class Scheduler:
                 job.cancelled = True
             self._heap.clear()
             self._cond.notify_all()
+            self._reserve_wake.notify_all()
         deadline = time.monotonic() + timeout  # one bound for all of them, not one per thread
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -150,15 +157,15 @@ class Scheduler:
                         self._bulk += head.bulk
                         self._busy += 1
                         if self._bulk == self._workers:
-                            self._cond.notify_all()  # the reserve now watches the queue for work turning urgent
+                            self._reserve_wake.notify()  # the reserve now watches the queue for work turning urgent
                         return heapq.heappop(self._heap)
                     if self._bulk == self._workers:  # every worker is on bulk work
                         if until_urgent <= 0:
                             self._busy += 1
                             return heapq.heappop(self._heap)
-                        self._cond.wait(until_urgent)
+                        self._reserve_wake.wait(until_urgent)
                         continue
-                self._cond.wait()
+                (self._reserve_wake if reserve else self._cond).wait()
 
     def _work(self, reserve: bool) -> None:
         while (job := self._next_job(reserve)) is not None:
