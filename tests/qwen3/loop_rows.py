@@ -1,7 +1,8 @@
 """Driving rows of the Qwen3 generation loop from tests: load, request, send text, collect and compare codes.
 
 The generation-loop and static-step tests both check a row's codes against a reference run (the package's
-``generate``, a solo row, the eager step); these are the steps they share, so each test reads as its behaviour.
+``generate``, a solo row, the eager step), and the step-failure tests read the ends of rows a failed step
+ended; these are the steps they share, so each test reads as its behaviour.
 """
 
 from __future__ import annotations
@@ -55,21 +56,28 @@ def start_row(engine: Any, req: SynthesisRequest, text: str) -> Row:
     return send(engine.open_row(req), text)
 
 
-def collect(row: Row, *, cancel_after: int | None = None, timeout: float = 120.0) -> tuple[np.ndarray, str]:
-    """The row's codes (frames × quantizers) and why it ended; cancels it once ``cancel_after`` frames came.
-
-    An error end fails the test with the loop's error.
-    """
+def collect_to_end(row: Row, *, cancel_after: int | None = None, timeout: float = 120.0) -> tuple[np.ndarray, RowEnd]:
+    """The row's codes (frames × quantizers) and its end, error ends included; cancels it once ``cancel_after``
+    frames came."""
     frames: list[np.ndarray] = []
     deadline = time.monotonic() + timeout
     while True:
         event = row.events.get(timeout=max(0.1, deadline - time.monotonic()))
         if isinstance(event, RowEnd):
-            assert event.error is None, event.error
-            return np.stack(frames) if frames else np.zeros((0, QUANTIZERS), np.int64), event.reason
+            return np.stack(frames) if frames else np.zeros((0, QUANTIZERS), np.int64), event
         frames.append(event.codes.cpu().numpy())
         if cancel_after is not None and len(frames) == cancel_after:
             row.cancel()
+
+
+def collect(row: Row, *, cancel_after: int | None = None, timeout: float = 120.0) -> tuple[np.ndarray, str]:
+    """The row's codes (frames × quantizers) and why it ended; cancels it once ``cancel_after`` frames came.
+
+    An error end fails the test with the loop's error.
+    """
+    codes, end = collect_to_end(row, cancel_after=cancel_after, timeout=timeout)
+    assert end.error is None, end.error
+    return codes, end.reason
 
 
 def solo_codes(engine: Any, req: SynthesisRequest, text: str) -> np.ndarray:

@@ -3,7 +3,6 @@ unhealthy, and then /ready and /ping answer 503 with the reason. Failures are in
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,9 +10,9 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from loop_rows import collect, collect_to_end, loaded_engine, prepared, start_row
 
-from speakwire.engines.base import SynthesisRequest
-from speakwire.engines.qwen3.generation_loop import FAILED_STEPS_UNHEALTHY, Row, RowEnd
+from speakwire.engines.qwen3.generation_loop import FAILED_STEPS_UNHEALTHY, Row
 from speakwire.settings import Settings
 
 pytestmark = pytest.mark.qwen
@@ -23,30 +22,13 @@ TEXT = "hello world, this is a tiny test."
 
 @pytest.fixture
 def engine(tiny_checkpoints: dict[str, Path]) -> Iterator[Any]:
-    from speakwire.engines.qwen3 import load_qwen3_engine
-
-    loaded = load_qwen3_engine(str(tiny_checkpoints["custom_voice"]), max_batch=4)
-    yield loaded
-    loaded.close()
+    with loaded_engine(tiny_checkpoints["custom_voice"], max_batch=4) as loaded:
+        yield loaded
 
 
 def open_row(engine: Any, seed: int, frames: int = 12) -> Row:
-    req = SynthesisRequest(voice="ryan", language="english", seed=seed, max_new_tokens=frames)
-    req = engine.prepare(engine.validate(req))
-    row = engine.open_row(req)
-    row.feed(TEXT)
-    row.finish()
-    return row
-
-
-def events(row: Row, timeout: float = 60) -> tuple[list[Any], RowEnd]:
-    frames = []
-    deadline = time.monotonic() + timeout
-    while True:
-        event = row.events.get(timeout=max(0.1, deadline - time.monotonic()))
-        if isinstance(event, RowEnd):
-            return frames, event
-        frames.append(event.codes.cpu().numpy())
+    req = prepared(engine, voice="ryan", language="english", seed=seed, max_new_tokens=frames)
+    return start_row(engine, req, TEXT)
 
 
 class Failing:
@@ -73,19 +55,19 @@ class Failing:
 
 
 def test_a_failed_step_ends_its_rows_with_an_error_and_frees_their_slots(engine: Any) -> None:
-    solo = events(open_row(engine, seed=5))[0]
+    solo = collect(open_row(engine, seed=5))[0]
     loop = engine.loop
     with Failing(engine, {3}):
         with loop._cond:  # both arrive in the same turn, so they step together
             rows = [open_row(engine, seed=s) for s in (1, 2)]
-        ends = [events(row)[1] for row in rows]
+        ends = [collect_to_end(row)[1] for row in rows]
         assert [end.reason for end in ends] == ["error", "error"]
         assert all(isinstance(end.error, RuntimeError) for end in ends)
         assert loop.wait_idle(timeout=30) and loop.free_slots == loop.slots
         # the loop goes on: a new row gets exactly the codes it gets on a fresh loop
-        frames, end = events(open_row(engine, seed=5))
-    assert end.reason in ("eos", "capped")
-    np.testing.assert_array_equal(np.stack(frames), np.stack(solo))
+        codes, reason = collect(open_row(engine, seed=5))
+    assert reason in ("eos", "capped")
+    np.testing.assert_array_equal(codes, solo)
     assert loop.health_error is None and loop.failed_steps == 0
 
 
@@ -93,7 +75,7 @@ def test_repeated_failed_steps_make_the_engine_unhealthy(engine: Any) -> None:
     with Failing(engine, set(range(1, 100))):
         for seed in range(FAILED_STEPS_UNHEALTHY):
             assert engine.health_error is None
-            assert events(open_row(engine, seed=seed))[1].reason == "error"
+            assert collect_to_end(open_row(engine, seed=seed))[1].reason == "error"
     assert engine.health_error is not None and "CUDA out of memory (injected)" in engine.health_error
     assert engine.loop.free_slots == engine.loop.slots
 
