@@ -15,10 +15,9 @@ wins over the measurement; a batched engine (Qwen3) states its own limit (its KV
 from __future__ import annotations
 
 import math
-import threading
-import time
 from dataclasses import dataclass
 
+from speakwire.concurrency import together
 from speakwire.engines.base import Engine, SynthesisRequest
 
 ADMISSION_SHARE = 0.9
@@ -66,29 +65,14 @@ def measure_throughput(engine: Engine, workers: int) -> tuple[float, float]:
     """All ``workers`` synthesize ``MEASURE_SEGMENTS`` at once; returns (audio s per wall s, wall s). Blocking."""
     rate = engine.info.sample_rate
     totals = [0] * workers
-    failures: list[BaseException] = []
-    start = threading.Barrier(workers + 1)
 
-    def work(slot: int) -> None:
-        try:
-            start.wait()
-            for index, text in enumerate(MEASURE_SEGMENTS):
-                request = engine.prepare(engine.validate(SynthesisRequest()))
-                request.latency_critical = index == 0
-                totals[slot] += sum(len(chunk.samples) for chunk in engine.synthesize(text, request))
-        except BaseException as exc:  # reported to the caller, which then falls back to the default limit
-            failures.append(exc)
+    def work(slot: int) -> None:  # a failure reaches the caller, which then falls back to the default limit
+        for index, text in enumerate(MEASURE_SEGMENTS):
+            request = engine.prepare(engine.validate(SynthesisRequest()))
+            request.latency_critical = index == 0
+            totals[slot] += sum(len(chunk.samples) for chunk in engine.synthesize(text, request))
 
-    threads = [threading.Thread(target=work, args=(i,), name=f"speakwire-capacity-{i}") for i in range(workers)]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - started
-    if failures:
-        raise failures[0]
+    wall = together(workers, work, name="speakwire-capacity")
     return sum(totals) / rate / max(wall, 1e-6), wall
 
 
