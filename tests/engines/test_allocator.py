@@ -62,29 +62,67 @@ def mapped_after_malloc(size: int) -> int:
         libc.free(block)
 
 
+BIG = 16 * 1024 * 1024
+
+
+def _mapped_now() -> int:
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = _MallInfo2
+    return int(libc.mallinfo2().hblkhd)
+
+
+def is_mapped(before: int) -> bool:
+    """Whether a big block is mapped now (the load's threshold) rather than taken from the heap (the tuned one)."""
+    return mapped_after_malloc(BIG) >= before + BIG
+
+
 def check_loading_maps_big_blocks() -> bool:
     """False where the allocator is left to the operator; else asserts the mapping (in a fresh heap, see below)."""
     if not tune_allocator():
         return False
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = _MallInfo2
-    size = 16 * 1024 * 1024
-    before = int(libc.mallinfo2().hblkhd)
+    before = _mapped_now()
     with loading():
-        assert mapped_after_malloc(size) >= before + size  # mapped: freed straight back to the OS
-    assert mapped_after_malloc(size) < before + size  # the tuned 256 MiB threshold again: from the heap
+        assert is_mapped(before)  # mapped: freed straight back to the OS
+    assert not is_mapped(before)  # the tuned 256 MiB threshold again: from the heap
     return True
 
 
-def test_big_blocks_are_mapped_while_loading_and_come_from_the_heap_after() -> None:
-    """Run in a fresh interpreter: glibc serves a block from a free chunk that fits before it maps one, and after
-    a thousand tests this process's heap has free chunks of every size (a load in a fresh server has none yet)."""
+def check_voices_loading_at_once_keep_the_load_threshold_until_the_last_is_done() -> bool:
+    """Two voices load at once, the second (as ``PiperEngine`` does) tuning the allocator as it starts: the first
+    to finish leaves the other loading with the load's threshold; the tuned one is back after the last."""
+    if not tune_allocator():
+        return False
+    before = _mapped_now()
+    first, second = loading(), loading()
+    first.__enter__()
+    assert tune_allocator()  # the second voice's engine, while the first loads
+    assert is_mapped(before)
+    second.__enter__()
+    first.__exit__(None, None, None)  # the first voice is loaded; the second is still loading
+    assert is_mapped(before)
+    second.__exit__(None, None, None)
+    assert not is_mapped(before)
+    return True
+
+
+def in_fresh_interpreter(check: str) -> None:
+    """Run ``check`` from this file in a fresh interpreter: glibc serves a block from a free chunk that fits before
+    it maps one, and after a thousand tests this process's heap has free chunks of every size (a load in a fresh
+    server has none yet)."""
     code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_allocator; "
-            "sys.exit(0 if test_allocator.check_loading_maps_big_blocks() else 3)")  # fmt: skip
+            f"sys.exit(0 if test_allocator.{check}() else 3)")  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     if done.returncode == 3:
         pytest.skip("the allocator is left to the operator's settings here")
     assert done.returncode == 0, done.stderr
+
+
+def test_big_blocks_are_mapped_while_loading_and_come_from_the_heap_after() -> None:
+    in_fresh_interpreter("check_loading_maps_big_blocks")
+
+
+def test_voices_loading_at_once_keep_the_load_threshold_until_the_last_is_done() -> None:
+    in_fresh_interpreter("check_voices_loading_at_once_keep_the_load_threshold_until_the_last_is_done")
 
 
 def test_a_trim_gives_back_what_a_worker_thread_freed_in_its_own_arena() -> None:

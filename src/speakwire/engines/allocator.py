@@ -53,6 +53,8 @@ RELEASE_BUDGET_BYTES = 48 * 1024 * 1024
 _lock = threading.Lock()
 _libc: ctypes.CDLL | None = None
 _tuned = False
+_loaders = 0
+"""Open ``loading`` contexts (voices loading at once): the first lowers the threshold, the last restores it."""
 _anchors: dict[int, int] = {}
 """Thread ident -> a block that thread allocated in its arena (``anchor_thread``); freed by each trim."""
 
@@ -93,20 +95,26 @@ def loading() -> Iterator[None]:
     exist) while the sessions' long-lived weights are allocated in between. From the heap (the tuned 256 MiB
     threshold) that leaves ~250 MiB of free holes below live blocks, and later calls' tensors wander through
     them, touching fresh pages, until the next trim: RSS rose by the holes' size under load. Mapped, those
-    blocks go back to the OS when freed and the weights stay out of the heap; the tuned settings come back on
-    exit. Only after ``tune_allocator``; untuned, glibc's dynamic threshold is left alone.
+    blocks go back to the OS when freed and the weights stay out of the heap; the tuned settings come back
+    when the last of the voices loading at once is done (and a ``tune_allocator`` meanwhile keeps the load's
+    threshold). Only after ``tune_allocator``; untuned, glibc's dynamic threshold is left alone.
     """
+    global _loaders
     libc = _glibc()
     if libc is None or not _tuned:
         yield  # glibc's own (dynamic) settings already map big blocks, or the operator's are kept
         return
     with _lock:
-        libc.mallopt(_M_MMAP_THRESHOLD, LOAD_MMAP_THRESHOLD_BYTES)
+        _loaders += 1
+        if _loaders == 1:
+            libc.mallopt(_M_MMAP_THRESHOLD, LOAD_MMAP_THRESHOLD_BYTES)
     try:
         yield
     finally:
         with _lock:
-            _apply(libc)
+            _loaders -= 1
+            if _loaders == 0:
+                _apply(libc)
 
 
 def anchor_thread() -> None:
@@ -153,10 +161,11 @@ def _operator_tuned() -> bool:
 
 
 def _apply(libc: ctypes.CDLL) -> bool:
+    """The tuned settings, with the load's threshold while a ``loading`` is open; called under ``_lock``."""
     return all(
         libc.mallopt(option, value)
         for option, value in (
-            (_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES),
+            (_M_MMAP_THRESHOLD, LOAD_MMAP_THRESHOLD_BYTES if _loaders else MMAP_THRESHOLD_BYTES),
             (_M_TRIM_THRESHOLD, MMAP_THRESHOLD_BYTES),
             (_M_ARENA_MAX, ARENA_MAX),
         )
