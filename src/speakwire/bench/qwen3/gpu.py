@@ -41,6 +41,7 @@ from speakwire.bench.concurrency import together
 from speakwire.bench.machine import describe
 from speakwire.bench.playback import simulate
 from speakwire.bench.results import percentile, write_results
+from speakwire.server import gc_heap
 
 TEXT = (
     "Good morning, and thank you for calling. Your order left our warehouse this morning and should reach you "
@@ -107,6 +108,7 @@ def _run_model(torch: Any, name: str, args: Any, report: dict[str, Any], save: A
         list(engine.synthesize("Hello.", _request(engine, 0, 10)))
         report["warm_up_s"] = time.perf_counter() - t0
         report["equality"] = _equality(torch, engine, args.equality_frames)
+        report["gc_frozen_objects"] = gc_heap.freeze_startup_heap()  # as the server does before /ready
         save()
         levels = [int(n) for n in args.levels.split(",")]
         report["levels"] = []
@@ -129,6 +131,7 @@ def _run_model(torch: Any, name: str, args: Any, report: dict[str, Any], save: A
         if args.graphs and time.monotonic() - started < args.budget_s:
             _with_graphs(torch, engine, args, report, save, started)
     finally:
+        gc_heap.thaw()
         engine.close()
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()
