@@ -51,6 +51,18 @@ def test_rows_far_apart_fall_in_step_once_one_has_half_its_next_chunk() -> None:
     assert min(sizes[1][1:]) >= 2  # never less than half of a chunk after the first
 
 
+def test_a_row_admitted_at_any_phase_of_another_shares_chunk_ends_with_it() -> None:
+    """Whatever chunk a long row is in when a new one starts, the new one's 40 frames end at least two chunks in
+    a step with it (the last one with its last frame)."""
+    for before in range(400):
+        long = ChunkSchedule(SCHEDULE, stream="long")
+        for _ in range(before):
+            end_chunks([long])
+        new = ChunkSchedule(SCHEDULE, stream="new")
+        shared = sum(all(end_chunks([new, long], [frame == 39, False])) for frame in range(40))
+        assert shared >= 2, before
+
+
 def test_rows_of_one_utterance_do_not_join_each_other() -> None:
     utterance = object()
     rows = [ChunkSchedule(SCHEDULE, stream=utterance), ChunkSchedule(SCHEDULE, stream=utterance)]
@@ -108,10 +120,21 @@ def test_only_the_oldest_row_of_a_stream_counts_as_coming_to_code2wav() -> None:
     old, new = ChunkSchedule(SCHEDULE, stream=talk), ChunkSchedule(SCHEDULE, stream=talk)
     alone, far, raw = ChunkSchedule(SCHEDULE), ChunkSchedule(SCHEDULE, stream=other), None
     loop = [far, old, raw, alone, new]
-    assert readable_ends([new, alone, far, raw], [True, True, True, False], loop) == 2  # not new: old is in
-    assert readable_ends([new, old], [True, True], loop) == 1
-    assert readable_ends([new], [True], [far, new, alone]) == 1  # the older row has left the loop: new is read
-    assert readable_ends([old, far], [False, False], loop) == 0
+    assert readable_ends([new, alone, far, raw], [True, True, True, False], loop) == [False, True, True, False]
+    assert readable_ends([new, old], [True, True], loop) == [False, True]  # not new: old is in
+    assert readable_ends([new], [True], [far, new, alone]) == [True]  # the older row has left the loop: new is read
+    assert readable_ends([old, far], [False, False], loop) == [False, False]
+
+
+def test_a_row_whose_consumer_is_away_is_not_counted_as_coming_to_code2wav() -> None:
+    """Its consumer handed a chunk on and is not reading (its utterance waits for the listener at the lead):
+    it asks for nothing now, so of two rows ending a chunk in one step only the other one is coming."""
+    parked, reading = ChunkSchedule(SCHEDULE, stream=object()), ChunkSchedule(SCHEDULE, stream=object())
+    loop = [parked, reading]
+    assert readable_ends(loop, [True, True], loop) == [True, True]
+    assert readable_ends(loop, [True, True], loop, away=[True, False]) == [False, True]
+    assert readable_ends(loop, [True, True], loop, away=[True, True]) == [False, False]
+    assert readable_ends([reading], [False], loop, away=[False]) == [False]  # no end, nothing to announce
 
 
 def test_a_schedule_of_no_frames_is_refused() -> None:

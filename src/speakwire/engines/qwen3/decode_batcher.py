@@ -100,7 +100,7 @@ class DecodeBatcher:
         ``frames``: ``(n, Q)`` codes or a list of ``(Q,)`` frames; ``ready``: the event after which they are
         complete (the newest frame's ``Frame.ready``). Without one, on CUDA, the caller's current stream is
         marked now (for tensors the caller made itself). ``tag``: the step whose announced chunk this is
-        (``expect``; ``Frame.step`` of a ``Frame.chunk_end``).
+        (``expect``; ``Frame.step`` of a chunk end the loop announced, ``Frame.announced``), or None.
         """
         return self.decode_many([(state, frames, ready)], tag)[0]
 
@@ -108,9 +108,10 @@ class DecodeBatcher:
         """``count`` chunk requests tagged ``tag`` are on their way (the loop ended that many chunks in step
         ``tag``): once one of them is here, code2wav waits for the others (at most ``GATHER_S`` after the first
         came) so that they share a call. Their consumers are separate threads that wake a moment apart; taken
-        as they came, the first one was often decoded alone and the rest waited behind it. The cap runs from
-        the first arrival, not the latest: an announced consumer may not come now (its reader is a lead
-        behind), and consumers trickling in must not hold the first one any longer than that."""
+        as they came, the first one was often decoded alone and the rest waited behind it. The loop counts
+        only consumers that are reading (``readable_ends``: not one waiting for its listener at the lead), yet
+        one may still be late (its thread is slow, or it is gone), so the cap runs from the first arrival, not
+        the latest: consumers trickling in must not hold the first one any longer than that."""
         with self._cond:
             self._expected[tag] = self._expected.get(tag, 0) + count
 
@@ -203,8 +204,8 @@ class DecodeBatcher:
 
     def _gather(self) -> None:
         """With the lock held: wait while chunks announced for the waiting requests' steps are still coming,
-        until ``GATHER_S`` after the first of them came (a consumer still missing then is busy elsewhere: its
-        reader is slow, or it is gone)."""
+        until ``GATHER_S`` after the first of them came (a consumer still missing then is late: its thread is
+        slow, or it is gone)."""
         while not self._closed:
             first = min(
                 (r.arrived for r in self._waiting if r.tag is not None and self._expected.get(r.tag, 0) > 0),

@@ -59,6 +59,10 @@ class Frame:
     ``chunks``): decode the frames since the last one now, together with the other rows of this step."""
     step: int = 0
     """The loop step that made the frame (``GenerationLoop.on_chunk_ends`` counts chunk ends per step)."""
+    announced: bool = False
+    """This chunk end was counted in ``on_chunk_ends``: code2wav waits for its request, which names the step
+    (``DecodeBatcher.decode``'s ``tag``). An end nobody could ask for now (``readable_ends``) comes untagged,
+    so that it takes no other request's place in the count."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +105,10 @@ class Row:
         self._lock = threading.Lock()
         self.cancelled = False
         self.ended = False
+        self.consumer_away = False
+        """Set by the thread reading ``events`` while it is off with a chunk and not reading (at its
+        utterance's lead it waits there for the listener): the loop then announces none of the row's chunk
+        ends to code2wav (``readable_ends``), which would otherwise wait for a request that cannot come."""
 
     def feed(self, text: str) -> None:
         """More target text (an LLM's next words); tokens reach the running generation as they become final."""
@@ -238,8 +246,8 @@ class GenerationLoop:
         self.stats = LoopStats()
         self.on_chunk_ends: Callable[[int, int], None] | None = None
         """Told ``(step, count)`` before a step's frames go out, when ``count`` of them end a chunk that a reader
-        can take now (``readable_ends``): code2wav then waits for those chunks, which are on their way, and
-        decodes them in one call."""
+        can take now (``readable_ends``; not a row whose consumer is away, ``Row.consumer_away``): code2wav
+        then waits for those chunks, which are on their way, and decodes them in one call."""
         self.failed_steps = 0
         """Consecutive steps that raised; a step that works resets it."""
         self.health_error: str | None = None
@@ -621,16 +629,18 @@ class GenerationLoop:
         last = [self._ends_after(a, code) for a, code in zip(rows, next_codes, strict=True)]
         schedules = [a.chunks for a in rows]
         ends = end_chunks(schedules, last)
+        announced = [False] * len(rows)
         if self.on_chunk_ends is not None and any(ends):
-            coming = readable_ends(schedules, ends, (a.chunks for a in self._active.values()))
-            if coming:
-                self.on_chunk_ends(step, coming)
-        for active, codes, end in zip(rows, frames, ends, strict=True):
+            in_loop = (a.chunks for a in self._active.values())
+            announced = readable_ends(schedules, ends, in_loop, [a.row.consumer_away for a in rows])
+            if any(announced):
+                self.on_chunk_ends(step, sum(announced))
+        for active, codes, end, told in zip(rows, frames, ends, announced, strict=True):
             if active.first_frame_at is None:
                 active.first_frame_at = now
             active.frames += 1
             read = max(0, active.consumed + active.steps - active.prefix_tokens)
-            active.row.events.put(Frame(codes, active.row.text_read(read), ready, end, step))
+            active.row.events.put(Frame(codes, active.row.text_read(read), ready, end, step, told))
 
     def _ends_after(self, active: _Active, code: int) -> bool:
         """Whether the row ends after its frame of this step (before ``_emit`` counts it)."""

@@ -233,9 +233,13 @@ class Qwen3TextStream:
                     # The loop ends chunks in ``stream_schedule`` sizes, in step with other rows' (they batch).
                     # Stacked and windowed on code2wav's stream, after the newest frame's event (CUDA).
                     take, pending = pending, []
-                    tag = take[-1].step if take[-1].chunk_end else None
+                    tag = take[-1].step if take[-1].announced else None
                     audio = engine.decoding.decode(decoder, [f.codes for f in take], take[-1].ready, tag)
+                    # Until the consumer asks for more it reads no frame (at the lead it waits for its
+                    # listener): the loop announces none of this row's chunks to code2wav meanwhile.
+                    row.consumer_away = True
                     yield AudioChunk(audio, engine.info.sample_rate), text_read
+                    row.consumer_away = False
         finally:
             if end is None:
                 self.cancel()  # the consumer is gone: free the slots before the loop's next step
