@@ -4,11 +4,12 @@ A real ``speakwire serve --engine qwen3`` on a tiny random CustomVoice checkpoin
 streamed ``POST /v1/audio/speech`` requests of raw PCM, all with the same text and seed (so every stream
 makes the same frames), each stream from its own client kept open like a voice application's
 (``bench.http_client``: a client built per request cost ~22 ms of the benchmark's own Python per
-stream, and eight built at once were ~180 ms of every p95). First one stream at a time (``--repeats``
-runs), then ``--streams`` at once (``--rounds`` rounds). Reported: each level's audio-seconds per
-wall-second (solo: per stream; concurrent: the round's total audio over its wall time), first-byte
-p50/p95, the loop's mean host time per step from ``/metrics``, and the two targets as ratios:
-concurrent/solo throughput (≥ 4×) and concurrent/solo p95 first audio (≤ 3×).
+stream, and eight built at once were ~180 ms of every p95). One stream at a time (``--repeats``
+requests) and ``--streams`` at once (``--rounds`` rounds), interleaved so that both levels see the same
+machine (one stream's rate on the 2-core VM moved from 6.0 to 9.9 audio-s/s between runs minutes apart).
+Reported: each level's audio-seconds per wall-second (solo: per stream; concurrent: the round's total
+audio over its wall time), first-byte p50/p95, the loop's mean host time per step from ``/metrics``, and
+the two targets as ratios: concurrent/solo throughput (≥ 4×) and concurrent/solo p95 first audio (≤ 3×).
 
 Wall-clock ratios move with whatever else runs on the machine, so each level also reports the server
 process's CPU time (``/proc/<pid>/stat``, all its threads) per second of audio, and the load average
@@ -25,7 +26,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argument_parser(__name__, __doc__)
     parser.add_argument("--out", type=Path, default=Path("bench/results/qwen3-http-concurrency"))
     parser.add_argument("--streams", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=5, help="solo requests")
-    parser.add_argument("--rounds", type=int, default=3, help="concurrent rounds")
+    parser.add_argument("--repeats", type=int, default=8, help="solo requests")
+    parser.add_argument("--rounds", type=int, default=6, help="concurrent rounds (interleaved with the solo requests)")
     parser.add_argument("--frames", type=int, default=64, help="max_new_tokens per request")
     args = parser.parse_args(argv)
     tests_on_path()  # the tiny checkpoint builder lives with the tests
@@ -105,11 +106,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             one_stream(clients[0], url, body)  # warm the path once more
             for client in clients:
                 client.get(f"{url}/health").raise_for_status()  # each listener's connection is open before the clock
-            s0, c0, l0 = step_metrics(url), cpu_seconds(server.pid), os.getloadavg()[0]
-            solo = [one_stream(clients[0], url, body) for _ in range(args.repeats)]
-            s1, c1, l1 = step_metrics(url), cpu_seconds(server.pid), os.getloadavg()[0]
-            rounds = [concurrent_round(clients, url, body) for _ in range(args.rounds)]
-            s2, c2, l2 = step_metrics(url), cpu_seconds(server.pid), os.getloadavg()[0]
+            solo_phase, many_phase = Phase(), Phase()
+            solo: list[tuple[float, float, float]] = []
+            rounds: list[tuple[list[float], float, float]] = []
+            for i in range(max(args.repeats, args.rounds)):  # interleaved: both levels see the same machine
+                if i < args.repeats:
+                    with solo_phase.measure(url, server.pid):
+                        solo.append(one_stream(clients[0], url, body))
+                if i < args.rounds:
+                    with many_phase.measure(url, server.pid):
+                        rounds.append(concurrent_round(clients, url, body))
 
     solo_first = [first for first, _, _ in solo]
     solo_rate = statistics.median(audio / wall for _, audio, wall in solo)
@@ -117,8 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     concurrent_rate = statistics.median(audio / wall for _, audio, wall in rounds)
     solo_p95, concurrent_p95 = percentile(solo_first, 95), percentile(all_first, 95)
     assert solo_p95 is not None and concurrent_p95 is not None
-    solo_cpu = (c1 - c0) / sum(audio for _, audio, _ in solo)
-    concurrent_cpu = (c2 - c1) / sum(audio for _, audio, _ in rounds)
+    solo_cpu = solo_phase.cpu_s / sum(audio for _, audio, _ in solo)
+    concurrent_cpu = many_phase.cpu_s / sum(audio for _, audio, _ in rounds)
     result: dict[str, Any] = {
         "machine": machine,
         "model": "tiny random Qwen3-TTS CustomVoice (tests/qwen3/tiny_checkpoint.py), over HTTP",
@@ -126,13 +132,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "max_new_tokens": args.frames,
         "solo": {"audio_s_per_s": round(solo_rate, 2), "first_audio_p50_ms": round(statistics.median(solo_first) * 1e3),
                  "first_audio_p95_ms": round(solo_p95 * 1e3), "audio_s": round(solo[0][1], 2),
-                 "host_ms_per_step": _per_step(s0, s1), "server_cpu_ms_per_audio_s": round(solo_cpu * 1e3, 1),
-                 "load_average": [round(l0, 2), round(l1, 2)]},
+                 "host_ms_per_step": solo_phase.ms_per_step, "server_cpu_ms_per_audio_s": round(solo_cpu * 1e3, 1),
+                 "load_average": solo_phase.load_range},
         "concurrent": {"audio_s_per_s": round(concurrent_rate, 2),
                        "first_audio_p50_ms": round(statistics.median(all_first) * 1e3),
-                       "first_audio_p95_ms": round(concurrent_p95 * 1e3), "host_ms_per_step": _per_step(s1, s2),
+                       "first_audio_p95_ms": round(concurrent_p95 * 1e3), "host_ms_per_step": many_phase.ms_per_step,
                        "server_cpu_ms_per_audio_s": round(concurrent_cpu * 1e3, 1),
-                       "load_average": [round(l1, 2), round(l2, 2)],
+                       "load_average": many_phase.load_range,
                        "rounds": [{"audio_s": round(a, 2), "wall_s": round(w, 2)} for _, a, w in rounds]},
         "throughput_ratio": round(concurrent_rate / solo_rate, 2),
         "first_audio_p95_ratio": round(concurrent_p95 / solo_p95, 2),
@@ -143,9 +149,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _per_step(before: tuple[float, float], after: tuple[float, float]) -> float | None:
-    steps = after[1] - before[1]
-    return round((after[0] - before[0]) / steps * 1e3, 2) if steps else None
+class Phase:
+    """One level's share of an interleaved run: the server's CPU seconds, the loop's step time and steps (from
+    ``/metrics``), and the load averages seen, summed over the requests or rounds measured under it."""
+
+    def __init__(self) -> None:
+        self.cpu_s = 0.0
+        self.step_s = 0.0
+        self.steps = 0.0
+        self.loads: list[float] = []
+
+    @contextlib.contextmanager
+    def measure(self, url: str, pid: int | None) -> Iterator[None]:
+        (step_s, steps), cpu = step_metrics(url), cpu_seconds(pid)
+        self.loads.append(os.getloadavg()[0])
+        yield
+        (step_s_after, steps_after), cpu_after = step_metrics(url), cpu_seconds(pid)
+        self.cpu_s += cpu_after - cpu
+        self.step_s += step_s_after - step_s
+        self.steps += steps_after - steps
+
+    @property
+    def ms_per_step(self) -> float | None:
+        return round(self.step_s / self.steps * 1e3, 2) if self.steps else None
+
+    @property
+    def load_range(self) -> list[float]:
+        """Lowest and highest 1-minute load average at the start of a measurement."""
+        return [round(min(self.loads), 2), round(max(self.loads), 2)] if self.loads else []
 
 
 def _markdown(r: dict[str, Any]) -> str:
@@ -158,7 +189,7 @@ def _markdown(r: dict[str, Any]) -> str:
             f"{one_line(r['machine'])}",
             "",
             "| level | audio-s per s | first audio p50 / p95 ms | host ms per loop step | server CPU ms per "
-            "audio-s | load average (before, after) |",
+            "audio-s | load average (lowest, highest) |",
             "|---|---:|---:|---:|---:|---:|",
             f"| 1 stream | {solo['audio_s_per_s']} | {solo['first_audio_p50_ms']} / {solo['first_audio_p95_ms']} | "
             f"{solo['host_ms_per_step']} | {solo['server_cpu_ms_per_audio_s']} | {solo['load_average']} |",
