@@ -96,6 +96,8 @@ class Qwen3Engine:
             raise ValueError(f"stream_schedule must be positive frame counts, got {tuple(stream_schedule)}")
         self._torch = torch
         self._tts = tts
+        self._shares_cpu_threads = False
+        """Set by ``load_qwen3_engine`` on CPU: ``close`` lets go of the intra-op threads (``_share_cpu_threads``)."""
         config = tts.model.config
         self.variant: str = config.tts_model_type
         self.model_size: str = _size_label(config.tts_model_size)
@@ -282,6 +284,9 @@ class Qwen3Engine:
             self._tts = None
             self._decoder = None
             self.prompt_cache.clear()
+        if self._shares_cpu_threads:
+            self._shares_cpu_threads = False
+            _release_cpu_threads(self._torch)
         gc.collect()
         if self._torch.cuda.is_available():
             self._torch.cuda.empty_cache()
@@ -438,25 +443,31 @@ def load_qwen3_engine(
     apply_memory_fraction(torch, device, share)
     if device == "cpu":
         _share_cpu_threads(torch)
-    kwargs: dict[str, Any] = {"dtype": torch_dtype, "device_map": device}
-    if os.path.isdir(model):
-        kwargs["local_files_only"] = True
-    tts = qwen_tts.Qwen3TTSModel.from_pretrained(model, **kwargs)
-    tts.model.eval()
-    dtype_name = str(torch_dtype).removeprefix("torch.")
-    default_schedule = GPU_STREAM_SCHEDULE if device.startswith("cuda") else DEFAULT_STREAM_SCHEDULE
-    engine = Qwen3Engine(
-        tts,
-        model=model,
-        device=device,
-        dtype=dtype_name,
-        stream_schedule=stream_schedule or default_schedule,
-        prompt_cache_size=prompt_cache_size,
-        max_batch=max_batch,
-        max_len=max_len,
-        memory_share=share,
-        decode_batch=decode_batch,
-    )
+    try:
+        kwargs: dict[str, Any] = {"dtype": torch_dtype, "device_map": device}
+        if os.path.isdir(model):
+            kwargs["local_files_only"] = True
+        tts = qwen_tts.Qwen3TTSModel.from_pretrained(model, **kwargs)
+        tts.model.eval()
+        dtype_name = str(torch_dtype).removeprefix("torch.")
+        default_schedule = GPU_STREAM_SCHEDULE if device.startswith("cuda") else DEFAULT_STREAM_SCHEDULE
+        engine = Qwen3Engine(
+            tts,
+            model=model,
+            device=device,
+            dtype=dtype_name,
+            stream_schedule=stream_schedule or default_schedule,
+            prompt_cache_size=prompt_cache_size,
+            max_batch=max_batch,
+            max_len=max_len,
+            memory_share=share,
+            decode_batch=decode_batch,
+        )
+    except BaseException:
+        if device == "cpu":
+            _release_cpu_threads(torch)
+        raise
+    engine._shares_cpu_threads = device == "cpu"
     _log_loaded(engine, tts, device, dtype_name, time.perf_counter() - started)
     if cuda_graphs is not False and device.startswith("cuda"):
         try:
@@ -473,6 +484,13 @@ def load_qwen3_engine(
     return engine
 
 
+_threads_lock = threading.Lock()
+_cpu_engines = 0
+"""CPU engines loaded and not yet closed (``_share_cpu_threads`` / ``_release_cpu_threads``)."""
+_threads_lowered: tuple[int, int] | None = None
+"""(torch's intra-op threads before a CPU engine lowered them, the count it set), until the last one closes."""
+
+
 def _share_cpu_threads(torch: Any) -> None:
     """On CPU devices only (the caller checks): the generation loop and code2wav run ops at the same time, from
     two threads, each with its own team of intra-op threads; give each team half the usable cores
@@ -480,14 +498,35 @@ def _share_cpu_threads(torch: Any) -> None:
 
     With torch's default (one thread per core) both teams spin on OpenMP barriers while the other holds the
     cores; on 2 cores that about doubled the loop thread's CPU per step. ``torch.set_num_threads`` is
-    process-wide, so this only ever lowers the count (it never raises what someone else chose), and an
-    explicit ``OMP_NUM_THREADS`` is left alone."""
-    if "OMP_NUM_THREADS" in os.environ:
-        return
-    threads = min(int(torch.get_num_threads()), max(1, usable_cores() // 2))
-    if threads < torch.get_num_threads():
-        torch.set_num_threads(threads)
-        logger.info("qwen3: %d intra-op threads per CPU thread (the loop's and code2wav's)", threads)
+    process-wide, so this only ever lowers the count (it never raises what someone else chose), an explicit
+    ``OMP_NUM_THREADS`` is left alone, and the count lowered goes back when the last CPU engine closes
+    (``_release_cpu_threads``): the process that loaded an engine gets its threads back."""
+    global _cpu_engines, _threads_lowered
+    with _threads_lock:
+        _cpu_engines += 1
+        if "OMP_NUM_THREADS" in os.environ:
+            return
+        before = int(torch.get_num_threads())
+        threads = min(before, max(1, usable_cores() // 2))
+        if threads < before:
+            torch.set_num_threads(threads)
+            if _threads_lowered is None:
+                _threads_lowered = (before, threads)
+            logger.info("qwen3: %d intra-op threads per CPU thread (the loop's and code2wav's)", threads)
+
+
+def _release_cpu_threads(torch: Any) -> None:
+    """One CPU engine closed (or failed to load); the last puts back the count ``_share_cpu_threads`` lowered,
+    unless someone chose another count since."""
+    global _cpu_engines, _threads_lowered
+    with _threads_lock:
+        _cpu_engines -= 1
+        if _cpu_engines or _threads_lowered is None:
+            return
+        before, lowered = _threads_lowered
+        _threads_lowered = None
+        if int(torch.get_num_threads()) == lowered:
+            torch.set_num_threads(before)
 
 
 CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
