@@ -36,10 +36,19 @@ from support.live_server import LiveServer, free_port, start_server
 
 SLOW_RCVBUF = 16 * 1024
 """A slow reader's receive buffer: small, so what it has not read stays on the server's side."""
-SLOW_READ_BYTES_S = 250_000
-"""A slow download's pace: slower than loopback, still far quicker than the drain timeout needs."""
+SLOW_MSS = 1448
+"""A slow reader's segment size, Ethernet's rather than loopback's 64 KiB: Linux sizes the server's send buffer
+in segments, so its kernel holds ~0.6 MB for this reader (``ss -tm``), not the 4 MB a whole download fitted in."""
+SLOW_READER_LIMIT = 16 * 1024
+"""A slow reader's asyncio buffer stops reading the socket at twice this (a 1 MiB limit let 2 MiB in)."""
+SLOW_READ_BYTES_S = 500_000
+"""A slow download's pace: most of the body is still on the server's side when the grace after a drain
+(``GRACE_AFTER_DRAIN_S``, 2 s) is over, and all of it comes well within the drain timeout."""
 PLAYBACK_BYTES_S = 60_000
 """A Wyoming client reading about as fast as it plays (Piper's 22 kHz 16-bit mono is 44 kB/s)."""
+AHEAD_S = 5.0
+"""How long the slow Wyoming readers take nothing before the signal, so the server gets as far ahead of them as it
+goes with a client playing a long reply in real time: its socket buffers full, then ``max_lead_s`` queued."""
 SENTENCES = ["The drain lets this sentence finish. ", "And this one, whose end comes after the signal."]
 LONG_TEXT = "A long reply that is still being spoken when the drain time runs out. " * 120
 
@@ -81,6 +90,12 @@ async def wait_draining(url: str) -> httpx.Response:
             if ready.status_code == 503:
                 return ready
             await asyncio.sleep(0.02)
+
+
+async def wait_logged(log: Path, text: str) -> None:
+    """Until the server's log has ``text`` (a server that stops listening soon after cannot be asked /ready)."""
+    while text not in await asyncio.to_thread(log.read_text):
+        await asyncio.sleep(0.02)
 
 
 @asynccontextmanager
@@ -250,12 +265,16 @@ async def test_past_the_drain_timeout_wyoming_requests_end_the_wyoming_way(tmp_p
 
 
 async def slow_connection(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A loopback connection with a small receive buffer, for a reader that takes its time."""
+    """A loopback connection for a reader that takes its time: what it has not read waits in the server's own
+    buffers (its transport's, where the drain sees it), not in the kernel's or in this process's.
+
+    Both are set before connecting: the receive buffer's size and the segment size go out in the handshake."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SLOW_RCVBUF)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, SLOW_MSS)
     sock.setblocking(False)
     await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
-    return await asyncio.open_connection(sock=sock, limit=2**20)
+    return await asyncio.open_connection(sock=sock, limit=SLOW_READER_LIMIT)
 
 
 async def read_slowly(reader: asyncio.StreamReader, n: int) -> bytes:
@@ -278,7 +297,7 @@ async def test_a_slow_download_started_before_sigterm_gets_its_whole_file(tmp_pa
         assert head.startswith(b"HTTP/1.1 200"), head
         length = int(re.search(rb"(?i)content-length: *(\d+)", head)[1])  # type: ignore[index]
         process.send_signal(signal.SIGTERM)
-        await wait_draining(url)
+        await asyncio.wait_for(wait_logged(log, "SIGTERM: draining"), 60)
         wav = await read_slowly(reader, length)
         assert await reader.read() == b""  # then the server closes
         writer.close()
@@ -286,6 +305,7 @@ async def test_a_slow_download_started_before_sigterm_gets_its_whole_file(tmp_pa
     assert len(wav) == length > 2**21 and wav[:4] == b"RIFF"
     assert int.from_bytes(wav[40:44], "little") == length - 44  # the header's data size: every sample came
     text = log.read_text()
+    assert "1 HTTP response(s) sending" in text  # the drain began with the body still going out
     assert "drain timeout" not in text and "cut short" not in text
     assert_no_traceback(text)
 
@@ -301,7 +321,8 @@ async def wyoming_slowly(reader: asyncio.StreamReader) -> list[Event]:
 
 async def test_a_slow_wyoming_reader_hears_the_endings_not_the_queued_audio(tmp_path: Path) -> None:
     # Up to max_lead_s of audio is queued for each request when the drain ends; a client reading at its
-    # own pace gets the endings right after the write in progress, not after all of it (nor dropped).
+    # own pace gets the endings right after the write in progress, not after all of it (nor dropped). Sent after
+    # the queued audio, the endings would still be waiting when the drain's deadline drops the connection.
     wyoming_port = free_port()
     with serve(tmp_path, SPEAKWIRE_DRAIN_TIMEOUT="0.5", SPEAKWIRE_WYOMING_PORT=str(wyoming_port)) as (_, process, log):
         once_r, once_w = await slow_connection(wyoming_port)
@@ -312,6 +333,7 @@ async def test_a_slow_wyoming_reader_hears_the_endings_not_the_queued_audio(tmp_
         for reader in (once_r, stream_r):  # admitted and speaking before the signal
             first = await asyncio.wait_for(async_read_event(reader), 120)
             assert first is not None and first.type == "audio-start"
+        await asyncio.sleep(AHEAD_S)
         process.send_signal(signal.SIGTERM)
         once, stream = await asyncio.gather(wyoming_slowly(once_r), wyoming_slowly(stream_r))
         for writer in (once_w, stream_w):
