@@ -35,9 +35,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def run(env: dict[str, str], *args: str) -> list[str]:
-    done = subprocess.run(
-        ["/bin/sh", str(ENTRYPOINT), *args], env=env, capture_output=True, text=True, timeout=10
-    )
+    done = subprocess.run(["/bin/sh", str(ENTRYPOINT), *args], env=env, capture_output=True, text=True, timeout=10)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 

@@ -17,9 +17,7 @@ def test_a_complete_utf8_part_is_one_text_message() -> None:
 
 
 def test_a_complete_binary_part_is_one_binary_message() -> None:
-    assert (
-        BidiFrameAssembler().feed(b"\x00\x01", data_type="BINARY", completion_state="COMPLETE") == b"\x00\x01"
-    )
+    assert BidiFrameAssembler().feed(b"\x00\x01", data_type="BINARY", completion_state="COMPLETE") == b"\x00\x01"
 
 
 def test_partial_runs_are_joined_and_a_character_split_across_parts_survives() -> None:

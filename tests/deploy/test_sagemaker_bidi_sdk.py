@@ -31,9 +31,7 @@ from speakwire.deploy.sagemaker.smoke import run_smoke
 
 CREDENTIALS = AwsCredentials("AKIDTESTTESTTESTTEST", "secret", "token")
 
-needs_312 = pytest.mark.skipif(
-    sys.version_info < (3, 12), reason="aws-sdk-sagemaker-runtime-http2 needs Python 3.12+"
-)
+needs_312 = pytest.mark.skipif(sys.version_info < (3, 12), reason="aws-sdk-sagemaker-runtime-http2 needs Python 3.12+")
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="checks the message shown on Python 3.11")
@@ -100,9 +98,7 @@ async def _transport(*response_events: Any) -> tuple[SageMakerBidiTransport, Sin
 def _part(sdk: Any, data: bytes, data_type: str, state: str = "COMPLETE") -> Any:
     from aws_sdk_sagemaker_runtime_http2.models import ResponsePayloadPart
 
-    return sdk.PayloadPartEvent(
-        value=ResponsePayloadPart(bytes_=data, data_type=data_type, completion_state=state)
-    )
+    return sdk.PayloadPartEvent(value=ResponsePayloadPart(bytes_=data, data_type=data_type, completion_state=state))
 
 
 @needs_312
@@ -175,9 +171,7 @@ async def test_a_model_stream_error_closes_the_transport_with_its_message(sdk: A
 
     transport, _ = await _transport(
         _part(sdk, b"{}", "UTF8"),
-        sdk.ModelStreamErrorEvent(
-            value=ModelStreamError(message="WebSocket closed: 1008", error_code="1008")
-        ),
+        sdk.ModelStreamErrorEvent(value=ModelStreamError(message="WebSocket closed: 1008", error_code="1008")),
     )
 
     assert await transport.receive() == "{}"

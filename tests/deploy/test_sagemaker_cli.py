@@ -56,9 +56,7 @@ def test_deploy_flags_default_to_the_aws_samples_choices() -> None:
 
 
 def test_deploy_collects_repeated_env_flags_and_instance_types() -> None:
-    args = parse(
-        "deploy", "--instance-types", "ml.g5.xlarge", "ml.g6.xlarge", "--env", "SPEAKWIRE_A=1", "--env", "B=2"
-    )
+    args = parse("deploy", "--instance-types", "ml.g5.xlarge", "ml.g6.xlarge", "--env", "SPEAKWIRE_A=1", "--env", "B=2")
 
     assert args.instance_types == ["ml.g5.xlarge", "ml.g6.xlarge"]
     assert args.env == ["SPEAKWIRE_A=1", "B=2"]

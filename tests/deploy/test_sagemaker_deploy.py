@@ -59,9 +59,7 @@ def queue_creates(sm: Stubbed, settings: DeploySettings) -> None:
         {"EndpointConfigArn": arn("endpoint-config")},
         create_endpoint_config_request(settings),
     )
-    sm.stub.add_response(
-        "create_endpoint", {"EndpointArn": arn("endpoint")}, create_endpoint_request(settings)
-    )
+    sm.stub.add_response("create_endpoint", {"EndpointArn": arn("endpoint")}, create_endpoint_request(settings))
 
 
 def queue_in_service(sm: Stubbed) -> None:
@@ -75,9 +73,7 @@ def queue_in_service(sm: Stubbed) -> None:
     )
 
 
-def test_a_kept_endpoint_that_passed_its_smoke_test_is_left_running(
-    sm: Stubbed, settings: DeploySettings
-) -> None:
+def test_a_kept_endpoint_that_passed_its_smoke_test_is_left_running(sm: Stubbed, settings: DeploySettings) -> None:
     settings = dataclasses.replace(settings, keep_endpoint=True)
     queue_creates(sm, settings)
     queue_in_service(sm)
@@ -119,9 +115,7 @@ def test_a_failed_smoke_test_deletes_endpoint_config_and_model_even_with_keep(
     assert [d.resource for d in result.cleanup.deletions] == ["endpoint", "endpoint config", "model"]
 
 
-def test_a_smoke_test_that_raises_counts_as_failed_and_cleans_up(
-    sm: Stubbed, settings: DeploySettings
-) -> None:
+def test_a_smoke_test_that_raises_counts_as_failed_and_cleans_up(sm: Stubbed, settings: DeploySettings) -> None:
     settings = dataclasses.replace(settings, keep_endpoint=True)
     queue_creates(sm, settings)
     queue_in_service(sm)
@@ -193,9 +187,7 @@ def test_without_keep_endpoint_a_passing_deployment_is_deleted_afterwards(
     assert result.cleanup is not None and result.cleanup.ok
 
 
-def test_a_failed_create_call_deletes_only_what_was_created_and_reraises(
-    sm: Stubbed, settings: DeploySettings
-) -> None:
+def test_a_failed_create_call_deletes_only_what_was_created_and_reraises(sm: Stubbed, settings: DeploySettings) -> None:
     sm.stub.add_response("create_model", {"ModelArn": arn("model")}, create_model_request(settings))
     sm.stub.add_response(
         "create_endpoint_config",
@@ -306,9 +298,7 @@ def test_autoscaling_is_registered_after_in_service_and_before_the_smoke_test(
     queue_creates(sm, settings)
     queue_in_service(sm)
     queue_ready(runtime, {"status": "ready", "capacity": {"streams": 14, "source": "measured"}})
-    autoscaling.stub.add_response(
-        "register_scalable_target", {}, register_scalable_target_request(NAME, scaling)
-    )
+    autoscaling.stub.add_response("register_scalable_target", {}, register_scalable_target_request(NAME, scaling))
     autoscaling.stub.add_response(
         "put_scaling_policy",
         {"PolicyARN": "arn:aws:autoscaling:us-west-2:210987654321:scalingPolicy:1:resource/sagemaker/x"},
@@ -380,9 +370,7 @@ def test_cleanup_deregisters_autoscaling_before_deleting_the_endpoint(
     settings = dataclasses.replace(settings, autoscaling=scaling)
     queue_creates(sm, settings)
     queue_in_service(sm)
-    autoscaling.stub.add_response(
-        "register_scalable_target", {}, register_scalable_target_request(NAME, scaling)
-    )
+    autoscaling.stub.add_response("register_scalable_target", {}, register_scalable_target_request(NAME, scaling))
     autoscaling.stub.add_response(
         "put_scaling_policy",
         {"PolicyARN": "arn:aws:autoscaling:us-west-2:210987654321:scalingPolicy:1:resource/sagemaker/x"},
@@ -404,9 +392,7 @@ def test_cleanup_deregisters_autoscaling_before_deleting_the_endpoint(
     assert result.cleanup is not None and result.cleanup.ok
 
 
-def test_autoscaling_without_a_client_is_refused_before_any_call(
-    sm: Stubbed, settings: DeploySettings
-) -> None:
+def test_autoscaling_without_a_client_is_refused_before_any_call(sm: Stubbed, settings: DeploySettings) -> None:
     settings = dataclasses.replace(settings, autoscaling=AutoscalingSettings(1, 2, 10.0))
 
     with pytest.raises(ValueError, match="autoscaling_client"):

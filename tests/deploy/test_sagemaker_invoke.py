@@ -39,9 +39,7 @@ SAMPLE_RATE = 24000
 
 
 def wav_bytes(seconds: float, *, streamed_header: bool = False) -> bytes:
-    samples = (0.3 * np.sin(np.arange(int(SAMPLE_RATE * seconds)) * 2 * np.pi * 220 / SAMPLE_RATE)).astype(
-        "<f4"
-    )
+    samples = (0.3 * np.sin(np.arange(int(SAMPLE_RATE * seconds)) * 2 * np.pi * 220 / SAMPLE_RATE)).astype("<f4")
     buffer = io.BytesIO()
     with wave.open(buffer, "wb") as out:
         out.setnchannels(1)
@@ -82,9 +80,7 @@ def test_undecodable_reference_audio_is_rejected() -> None:
 
 
 def test_the_cloning_body_matches_the_jumpstart_request() -> None:
-    body = json.loads(
-        speech_request_body("Hi.", reference_wav_bytes=b"RIFFxx", ref_text="Me.", language="English")
-    )
+    body = json.loads(speech_request_body("Hi.", reference_wav_bytes=b"RIFFxx", ref_text="Me.", language="English"))
 
     assert body == {
         "model": "/opt/ml/model",
@@ -123,9 +119,7 @@ def test_plain_invoke_sends_the_routed_cloning_request_and_writes_the_wav(
         sent = json.loads(body)
         ref = base64.b64decode(sent["ref_audio"].removeprefix("data:audio/wav;base64,"))
         with wave.open(io.BytesIO(ref)) as clip:
-            return bool(
-                sent["task_type"] == "Base" and clip.getframerate() == 24000 and clip.getnchannels() == 1
-            )
+            return bool(sent["task_type"] == "Base" and clip.getframerate() == 24000 and clip.getnchannels() == 1)
 
     class BodyCheck:
         def __eq__(self, other: object) -> bool:
@@ -213,9 +207,7 @@ class StreamingEndpoint:
         self.client = boto3.session.Session(
             region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
         ).client("sagemaker-runtime")
-        self.client.meta.events.register(
-            "before-send.sagemaker-runtime.InvokeEndpointWithResponseStream", self._answer
-        )
+        self.client.meta.events.register("before-send.sagemaker-runtime.InvokeEndpointWithResponseStream", self._answer)
 
     def _answer(self, request: Any, **_: Any) -> AWSResponse:
         self.requests.append(request)

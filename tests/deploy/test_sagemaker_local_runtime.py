@@ -57,9 +57,7 @@ PART_BYTES = 1000  # responses are tens of kB: many parts, cut mid-header and mi
 
 def runtime_client(url: str) -> Any:
     """A real boto3 client pointed at ``url``, with fake credentials and no retries to hide a failure."""
-    session = boto3.session.Session(
-        region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
-    )
+    session = boto3.session.Session(region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
     return session.client("sagemaker-runtime", endpoint_url=url, config=Config(retries={"total_max_attempts": 1}))
 
 

@@ -159,7 +159,6 @@ async def test_the_sample_rate_announced_by_audio_start_is_used_for_the_wav(tmp_
         assert wav.getframerate() == 16000
 
 
-
 @pytest.fixture(scope="module")
 def sagemaker_piper(piper_engine: PiperEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     settings = resolve_sagemaker_settings({}, model_dir=tmp_path_factory.mktemp("nothing-mounted")).settings

@@ -47,9 +47,7 @@ def register(subparsers: Any) -> None:
         "The image is speakwire's own for the engine (built with CodeBuild first when ECR lacks it) unless "
         "--image dlc or --image-uri says otherwise.",
     )
-    deploy.add_argument(
-        "--endpoint-name", help="name for model, config and endpoint (default speakwire-<unix time>)"
-    )
+    deploy.add_argument("--endpoint-name", help="name for model, config and endpoint (default speakwire-<unix time>)")
     _add_region(deploy)
     deploy.add_argument(
         "--instance-types",
@@ -58,17 +56,22 @@ def register(subparsers: Any) -> None:
         help="1-5 instance pools, highest priority first; quota is needed for each (default: qwen3 "
         f"{' '.join(s.GPU_INSTANCE_TYPES)}; piper {' '.join(s.CPU_INSTANCE_TYPES)})",
     )
-    deploy.add_argument("--engine", choices=s.ENGINES,
-                        help=f"qwen3 (GPU pools, inference AMI) or piper (CPU pools) (default: {s.DEFAULT_ENGINE})")
-    deploy.add_argument("--image", choices=s.IMAGE_SOURCES, default="speakwire",
-                        help="speakwire: our image for the engine, built if ECR lacks it; dlc: the vLLM-Omni DLC "
-                        "(default: %(default)s)")
+    deploy.add_argument(
+        "--engine",
+        choices=s.ENGINES,
+        help=f"qwen3 (GPU pools, inference AMI) or piper (CPU pools) (default: {s.DEFAULT_ENGINE})",
+    )
+    deploy.add_argument(
+        "--image",
+        choices=s.IMAGE_SOURCES,
+        default="speakwire",
+        help="speakwire: our image for the engine, built if ECR lacks it; dlc: the vLLM-Omni DLC "
+        "(default: %(default)s)",
+    )
     deploy.add_argument("--role", help=f"execution role ARN (default ${s.ROLE_ENV})")
     deploy.add_argument("--image-uri", help="serving image; overrides --image")
     deploy.add_argument("--model-id", help=f"SM_VLLM_MODEL, qwen3 only (default: {s.DEFAULT_MODEL_ID})")
-    deploy.add_argument(
-        "--gpu-memory-utilization", type=float, help="SM_VLLM_GPU_MEMORY_UTILIZATION, e.g. 0.45"
-    )
+    deploy.add_argument("--gpu-memory-utilization", type=float, help="SM_VLLM_GPU_MEMORY_UTILIZATION, e.g. 0.45")
     deploy.add_argument(
         "--env",
         action="append",
@@ -104,9 +107,7 @@ def register(subparsers: Any) -> None:
     _add_smoke_options(deploy, smoke)
     deploy.set_defaults(func=run_deploy)
 
-    smoke_parser = actions.add_parser(
-        "smoke", help="run the streaming smoke test against an existing endpoint"
-    )
+    smoke_parser = actions.add_parser("smoke", help="run the streaming smoke test against an existing endpoint")
     _add_endpoint_name(smoke_parser)
     _add_region(smoke_parser)
     _add_endpoint_url(smoke_parser, "bidirectional-stream endpoint, https:// only (default: the region's, port 8443)")
@@ -121,15 +122,11 @@ def register(subparsers: Any) -> None:
     _add_region(invoke)
     _add_endpoint_url(invoke, "runtime endpoint, e.g. http://127.0.0.1:8090 for speakwire sagemaker local")
     invoke.add_argument("--text", required=True, help="what to say")
-    invoke.add_argument(
-        "--ref-audio", type=Path, metavar="FILE", help="reference clip to clone (any format, 1-30 s)"
-    )
+    invoke.add_argument("--ref-audio", type=Path, metavar="FILE", help="reference clip to clone (any format, 1-30 s)")
     invoke.add_argument("--ref-text", help="transcript of the reference clip")
     invoke.add_argument("--voice", help="built-in speaker when there is no --ref-audio (e.g. Vivian)")
     invoke.add_argument("--language", default="English", help="language name (default: %(default)s)")
-    invoke.add_argument(
-        "--output", type=Path, default=Path("speech.wav"), help="WAV to write (default: %(default)s)"
-    )
+    invoke.add_argument("--output", type=Path, default=Path("speech.wav"), help="WAV to write (default: %(default)s)")
     invoke.add_argument(
         "--stream",
         action="store_true",
@@ -161,30 +158,53 @@ def _register_build(actions: Any) -> None:
         "the context's hash, builds it on CodeBuild and pushes it; the temporary project and the context object "
         "are deleted however the build ends. Prints the image URI.",
     )
-    build.add_argument("--variant", choices=("cpu", "cuda"), default="cpu",
-                       help="cpu: Piper (Dockerfile.cpu); cuda: Qwen3-TTS (Dockerfile.cuda) (default: %(default)s)")
+    build.add_argument(
+        "--variant",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cpu: Piper (Dockerfile.cpu); cuda: Qwen3-TTS (Dockerfile.cuda) (default: %(default)s)",
+    )
     _add_region(build)
     _add_build_options(build)
-    build.add_argument("--dry-run", action="store_true",
-                       help="print the context's files, the tag and the buildspec; no AWS call")
+    build.add_argument(
+        "--dry-run", action="store_true", help="print the context's files, the tag and the buildspec; no AWS call"
+    )
     build.set_defaults(func=run_build)
 
 
 def _add_build_options(parser: argparse.ArgumentParser) -> None:
     from speakwire.deploy.sagemaker import build_requests as br
 
-    parser.add_argument("--repository", default=br.DEFAULT_REPOSITORY,
-                        help="ECR repository, created if missing (default: %(default)s)")
-    parser.add_argument("--bucket", help="S3 bucket for the build context "
-                        "(default: speakwire-build-<account>-<region>, created if missing)")
-    parser.add_argument("--codebuild-role-arn", metavar="ARN",
-                        help=f"CodeBuild service role, needed when a build runs (default ${br.CODEBUILD_ROLE_ENV})")
-    parser.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="docker build --build-arg, e.g. BASE_IMAGE=...; part of the image tag; repeatable")
-    parser.add_argument("--context-dir", type=Path, metavar="DIR",
-                        help="speakwire checkout to build from (default: the current directory or its parents)")
-    parser.add_argument("--no-base-mirror", action="store_true",
-                        help="pull ARG-given official base images from Docker Hub, not its ECR Public mirror")
+    parser.add_argument(
+        "--repository", default=br.DEFAULT_REPOSITORY, help="ECR repository, created if missing (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--bucket",
+        help="S3 bucket for the build context (default: speakwire-build-<account>-<region>, created if missing)",
+    )
+    parser.add_argument(
+        "--codebuild-role-arn",
+        metavar="ARN",
+        help=f"CodeBuild service role, needed when a build runs (default ${br.CODEBUILD_ROLE_ENV})",
+    )
+    parser.add_argument(
+        "--build-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="docker build --build-arg, e.g. BASE_IMAGE=...; part of the image tag; repeatable",
+    )
+    parser.add_argument(
+        "--context-dir",
+        type=Path,
+        metavar="DIR",
+        help="speakwire checkout to build from (default: the current directory or its parents)",
+    )
+    parser.add_argument(
+        "--no-base-mirror",
+        action="store_true",
+        help="pull ARG-given official base images from Docker Hub, not its ECR Public mirror",
+    )
 
 
 def _register_local(actions: Any) -> None:
@@ -197,17 +217,32 @@ def _register_local(actions: Any) -> None:
         "calls them, forwarding each call to a container's /invocations (e.g. speakwire serve --sagemaker). "
         f"Point boto3 at it with {lr.ENDPOINT_URL_ENV}; any credentials are accepted.",
     )
-    local.add_argument("--container-url", default=lr.DEFAULT_CONTAINER_URL,
-                       help="the container's base URL; /invocations is appended (default: %(default)s)")
+    local.add_argument(
+        "--container-url",
+        default=lr.DEFAULT_CONTAINER_URL,
+        help="the container's base URL; /invocations is appended (default: %(default)s)",
+    )
     local.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     local.add_argument("--port", type=int, default=lr.DEFAULT_PORT, help="port to listen on (default: %(default)s)")
     local.add_argument("--endpoint-name", help="the only endpoint name that answers (default: any name)")
-    local.add_argument("--region", default=lr.DEFAULT_REGION,
-                       help="region named in errors when a request's signature names none (default: %(default)s)")
-    local.add_argument("--max-part-bytes", type=int, metavar="BYTES",
-                       help="cut response-stream payload parts to at most this size (default: as the container sends)")
-    local.add_argument("--invocation-timeout", type=float, default=lr.DEFAULT_INVOCATION_TIMEOUT_S, metavar="SECONDS",
-                       help="how long the container may stay silent before the call fails (default: %(default)s)")
+    local.add_argument(
+        "--region",
+        default=lr.DEFAULT_REGION,
+        help="region named in errors when a request's signature names none (default: %(default)s)",
+    )
+    local.add_argument(
+        "--max-part-bytes",
+        type=int,
+        metavar="BYTES",
+        help="cut response-stream payload parts to at most this size (default: as the container sends)",
+    )
+    local.add_argument(
+        "--invocation-timeout",
+        type=float,
+        default=lr.DEFAULT_INVOCATION_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long the container may stay silent before the call fails (default: %(default)s)",
+    )
     local.set_defaults(func=run_local)
 
 

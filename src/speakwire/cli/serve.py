@@ -35,8 +35,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--max-lead-s", type=float, metavar="S",
                    help="Seconds of audio a stream is synthesized ahead of what its client has read (default 10; "
                    "0 = unbounded).")  # fmt: skip
-    p.add_argument("--write-stall-timeout", type=float, metavar="S",
-                   help="Close a stream whose client reads nothing for this long (default 30; 0 = never).")
+    p.add_argument(
+        "--write-stall-timeout",
+        type=float,
+        metavar="S",
+        help="Close a stream whose client reads nothing for this long (default 30; 0 = never).",
+    )
     p.add_argument("--data-dir", help="Where saved voices live (default: per-user data dir).")
     p.add_argument("--max-voices", type=int, help="Saved-voice cap (default 1000, or SPEAKWIRE_MAX_VOICES).")
     p.add_argument("--allow-remote-ref-audio", action="store_true", help="Let ref_audio be an http(s) URL.")
@@ -63,8 +67,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="Answer 404 for OpenAI voice names and Qwen3 preset speakers (Vivian, Ryan, ...) the engine lacks, "
         "instead of speaking them with the default voice.",
     )
-    p.add_argument("--wyoming-port", type=int, metavar="PORT",
-                   help="Also serve Wyoming (Home Assistant) TTS on this TCP port (10200 is usual; default off).")
+    p.add_argument(
+        "--wyoming-port",
+        type=int,
+        metavar="PORT",
+        help="Also serve Wyoming (Home Assistant) TTS on this TCP port (10200 is usual; default off).",
+    )
     p.add_argument("--sagemaker", action="store_true", help="SageMaker container mode: 0.0.0.0:8080, /ping.")
     p.add_argument("--log-level", default=os.environ.get("SPEAKWIRE_LOG_LEVEL", "info"),
                    choices=("critical", "error", "warning", "info", "debug"))  # fmt: skip

@@ -194,9 +194,7 @@ class AvStreamEncoder:
             data = np.frombuffer(float_to_int16_bytes(samples), dtype="<i2")
         else:
             data = np.clip(samples, -1.0, 1.0).astype(np.float32)
-        frame = av.AudioFrame.from_ndarray(
-            data.reshape(1, -1), format=self._spec.sample_format, layout="mono"
-        )
+        frame = av.AudioFrame.from_ndarray(data.reshape(1, -1), format=self._spec.sample_format, layout="mono")
         frame.sample_rate = self.sample_rate
         frame.time_base = self._time_base
         frame.pts = self._next_pts

@@ -66,11 +66,18 @@ UNAUTHORIZED_BODIES: dict[str, Callable[[], dict[str, object]]] = {
     # ElevenLabs: the SDK raises ApiError with this body.
     "/v1/text-to-speech/": lambda: {"detail": {"status": "invalid_api_key", "message": "Invalid API key"}},
     # Cartesia's error shape (error_code, title, message, request_id).
-    "/tts/": lambda: {"error_code": "unauthorized", "title": "Invalid API key", "request_id": str(uuid.uuid4()),
-                      "message": "Send the key as 'Authorization: Bearer <key>' or 'X-API-Key'."},
+    "/tts/": lambda: {
+        "error_code": "unauthorized",
+        "title": "Invalid API key",
+        "request_id": str(uuid.uuid4()),
+        "message": "Send the key as 'Authorization: Bearer <key>' or 'X-API-Key'.",
+    },
     # Deepgram's (err_code, err_msg, request_id).
-    "/v1/speak": lambda: {"err_code": "INVALID_AUTH", "err_msg": "Invalid credentials.",
-                          "request_id": str(uuid.uuid4())},
+    "/v1/speak": lambda: {
+        "err_code": "INVALID_AUTH",
+        "err_msg": "Invalid credentials.",
+        "request_id": str(uuid.uuid4()),
+    },
 }
 """Path prefix → the 401 body in the shape that API answers with (its SDK hands it to the user)."""
 

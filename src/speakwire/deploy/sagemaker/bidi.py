@@ -237,15 +237,11 @@ class SageMakerBidiTransport:
                 output, receiver = await stream.await_output()
         except TimeoutError as exc:
             await _close_quietly(stream)
-            raise TransportClosed(
-                reason=f"stream to {endpoint_name} did not open within {timeout_s:g} s"
-            ) from exc
+            raise TransportClosed(reason=f"stream to {endpoint_name} did not open within {timeout_s:g} s") from exc
         except Exception as exc:
             await _close_quietly(stream)
             raise TransportClosed(reason=f"{type(exc).__name__}: {_message(exc)}") from exc
-        return cls(
-            stream.input_stream, receiver, invoked_variant=getattr(output, "invoked_production_variant", None)
-        )
+        return cls(stream.input_stream, receiver, invoked_variant=getattr(output, "invoked_production_variant", None))
 
     async def send_text(self, message: str) -> None:
         await self._send(message)

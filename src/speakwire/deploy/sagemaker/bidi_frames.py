@@ -46,9 +46,7 @@ class BidiFrameAssembler:
         """True while a fragmented message is incomplete."""
         return self._data_type is not None
 
-    def feed(
-        self, data: bytes | None, *, data_type: str | None, completion_state: str | None
-    ) -> str | bytes | None:
+    def feed(self, data: bytes | None, *, data_type: str | None, completion_state: str | None) -> str | bytes | None:
         """Add one payload part; return the finished message, or None while it is partial.
 
         Raises:

@@ -109,9 +109,7 @@ def delete(
     return result
 
 
-def _delete_endpoint(
-    sm_client: Any, name: str, waiter_config: Mapping[str, int] | None, log: Log
-) -> Deletion:
+def _delete_endpoint(sm_client: Any, name: str, waiter_config: Mapping[str, int] | None, log: Log) -> Deletion:
     try:
         sm_client.delete_endpoint(EndpointName=name)
     except ClientError as exc:

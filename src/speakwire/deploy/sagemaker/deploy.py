@@ -157,9 +157,7 @@ def deploy(
                 reason = f"autoscaling needs a target: {exc}; pass --target-streams"
                 return DeployResult(name, ok=False, kept=False, reason=reason, instance_type=instance_type,
                                     cleanup=clean_up(reason))  # fmt: skip
-            autoscaling_client.register_scalable_target(
-                **register_scalable_target_request(name, settings.autoscaling)
-            )
+            autoscaling_client.register_scalable_target(**register_scalable_target_request(name, settings.autoscaling))
             scaling_registered = True
             autoscaling_client.put_scaling_policy(**put_scaling_policy_request(name, target))
             log(
@@ -181,9 +179,7 @@ def deploy(
 
     if not result.ok or not settings.keep_endpoint:
         reason = f"smoke test failed: {result.reason}" if not result.ok else "--keep-endpoint not given"
-        return DeployResult(
-            name, result.ok, False, reason, instance_type, smoke=result, cleanup=clean_up(reason)
-        )
+        return DeployResult(name, result.ok, False, reason, instance_type, smoke=result, cleanup=clean_up(reason))
     _log_kept(settings, instance_type, log)
     return DeployResult(name, ok=True, kept=True, instance_type=instance_type, smoke=result)
 

@@ -115,9 +115,7 @@ def invoke(
         botocore.exceptions.ClientError: The call itself failed (e.g. ``ModelError``).
     """
     reference = reference_wav(ref_audio_path.read_bytes()) if ref_audio_path is not None else None
-    body = speech_request_body(
-        text, reference_wav_bytes=reference, ref_text=ref_text, voice=voice, language=language
-    )
+    body = speech_request_body(text, reference_wav_bytes=reference, ref_text=ref_text, voice=voice, language=language)
     request = {
         "EndpointName": endpoint_name,
         "ContentType": "application/json",
@@ -159,7 +157,5 @@ def _join_payload_parts(
                 if failure in event:
                     raise SpeechResponseError(f"{failure}: {event[failure].get('Message', '')}")
     except ClientError as exc:  # botocore raises modeled stream errors as EventStreamError
-        raise SpeechResponseError(
-            f"{exc.response.get('Error', {}).get('Code')}: {error_message(exc)}"
-        ) from exc
+        raise SpeechResponseError(f"{exc.response.get('Error', {}).get('Code')}: {error_message(exc)}") from exc
     return bytes(joined), parts, first_byte_s

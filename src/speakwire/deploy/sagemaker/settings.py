@@ -308,9 +308,7 @@ def validate_instance_types(instance_types: Sequence[str]) -> tuple[str, ...]:
     if not types:
         raise DeploySettingsError("at least one instance type is required")
     if len(types) > MAX_INSTANCE_POOLS:
-        raise DeploySettingsError(
-            f"at most {MAX_INSTANCE_POOLS} instance types (instance pools), got {len(types)}"
-        )
+        raise DeploySettingsError(f"at most {MAX_INSTANCE_POOLS} instance types (instance pools), got {len(types)}")
     seen: set[str] = set()
     for instance_type in types:
         if not _INSTANCE_TYPE.fullmatch(instance_type):

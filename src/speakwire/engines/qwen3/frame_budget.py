@@ -28,6 +28,7 @@ BASE_SECONDS = 2.0
 WIDE_CHAR_SECONDS = 0.5
 OTHER_CHAR_SECONDS = 0.15
 
+
 def frame_budget(text: str, max_new_tokens: int | None = None) -> int:
     """The most frames ``text`` may produce; see the module docstring for the formula."""
     text = text.strip()

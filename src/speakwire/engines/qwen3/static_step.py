@@ -104,8 +104,10 @@ class StaticStep:
         self.out = zeros(slots, c + 1, dtype=long)
         # sampling settings per slot: talker (t_) and code predictor (p_); a greedy stage samples with
         # temperature 1, top-k 1 and noise 1, which picks the first maximal score: ``argmax``'s pick
-        self.t_temperature, self.p_temperature = torch.ones((slots, 1), device=device), torch.ones((slots, 1),
-                                                                                                  device=device)
+        self.t_temperature, self.p_temperature = (
+            torch.ones((slots, 1), device=device),
+            torch.ones((slots, 1), device=device),
+        )
         self.t_kth = zeros(slots, 1, dtype=long)
         self.p_kth = zeros(slots, 1, dtype=long)
         """Top-k as the index of the k-th largest score (k - 1)."""
@@ -431,7 +433,13 @@ class StaticStep:
         return combine(cos), combine(sin)
 
     def _qkv(
-        self, attention: Any, merged: _MergedProjections, weight: Any, x: Any, shape: tuple[int, ...], cos: Any,
+        self,
+        attention: Any,
+        merged: _MergedProjections,
+        weight: Any,
+        x: Any,
+        shape: tuple[int, ...],
+        cos: Any,
         sin: Any,
     ) -> tuple[Any, Any, Any]:
         """Queries, keys (normed and rotated) and values (B, heads, L, hd): the package's projections, ``q_norm``/
