@@ -114,9 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         wyoming_port = free_port()
         os.environ["SPEAKWIRE_WYOMING_PORT"] = str(wyoming_port)  # where the wyoming probes connect
-        with tempfile.TemporaryDirectory() as logs, speakwire_server(
-            Path(logs), "--wyoming-port", str(wyoming_port)
-        ) as server:
+        with (
+            tempfile.TemporaryDirectory() as logs,
+            speakwire_server(Path(logs), "--wyoming-port", str(wyoming_port)) as server,
+        ):
             times = run_rounds(probes, server.url, args.rounds, errors)
     rows = table(times)
     text = markdown(rows, errors)

@@ -309,6 +309,7 @@ def _log(message: str) -> None:
 
 def markdown(result: dict[str, Any]) -> str:
     cap = result["capacity"]
+    config = result["config"]
     lines = [
         "# Open loop: Poisson arrivals of LLM-fed WebSocket streams (embedded Piper voice)",
         "",
@@ -317,8 +318,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"Server capacity (`/ready`): {cap.get('measured_real_time_streams')} real-time streams measured at warm-up, "
         f"{cap.get('streams')} admitted ({cap.get('source')}), {cap.get('workers')} workers. Replies: "
         f"{result['replies']} texts, {result['mean_reply_audio_s']} s of audio on average, fed one word every "
-        f"{1000 / result['config']['words_per_s']:.0f} ms; playback through a {result['config']['jitter']*1000:.0f} ms "
-        f"jitter buffer; {result['config']['level_s']:g} s of arrivals per level.",
+        f"{1000 / config['words_per_s']:.0f} ms; playback through a {config['jitter'] * 1000:.0f} ms "
+        f"jitter buffer; {config['level_s']:g} s of arrivals per level.",
         "",
         "First audio is timed from the first word sent; its *server part* from the word that completed the first "
         "segment (the server cannot start before it).",
@@ -352,7 +353,7 @@ def markdown(result: dict[str, Any]) -> str:
             f"({s['idle_ws_first_audio_ms']} ms over the WebSocket, "
             f"text feed included) plus ceil(k / {s['workers']}) − 1 more first windows "
             f"({s['idle_http_first_window_ms']} ms each: idle HTTP first audio of the first segment, "
-            f"\"{s['first_segment'].strip()}\") for the k-th stream.",
+            f'"{s["first_segment"].strip()}") for the k-th stream.',
         ]
     return "\n".join(lines) + "\n"
 
@@ -368,8 +369,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jitter", type=float, default=0.1, help="client jitter buffer, seconds")
     parser.add_argument("--reply-chars", type=int, default=150, help="reply length (~9 s of speech at 150)")
     parser.add_argument("--texts", type=Path, default=TEXTS_JSON)
-    parser.add_argument("--capacity", type=float, help="real-time streams to take as 100%% instead of /ready's "
-                        "measurement (A/B runs on a noisy machine: the same offered load for each variant)")
+    parser.add_argument(
+        "--capacity",
+        type=float,
+        help="real-time streams to take as 100%% instead of /ready's "
+        "measurement (A/B runs on a noisy machine: the same offered load for each variant)",
+    )
     parser.add_argument("--server-arg", action="append", default=[], help="extra `speakwire serve` argument")
     args = parser.parse_args(argv)
     args.levels = [int(x) for x in str(args.levels).split(",") if x.strip()]  # "" = the burst only

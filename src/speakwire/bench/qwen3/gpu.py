@@ -58,8 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--budget-s", type=float, default=480, help="start no new measurement after this")
     parser.add_argument("--out", type=Path, default=Path("bench/results/qwen3-gpu"))
-    parser.add_argument("--graphs", action=argparse.BooleanOptionalAction, default=True,
-                        help="after the eager levels, capture the code predictor as CUDA graphs and measure again")
+    parser.add_argument(
+        "--graphs",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after the eager levels, capture the code predictor as CUDA graphs and measure again",
+    )
     parser.add_argument("--graph-levels", default="1,16,64")
     parser.add_argument("--equality-frames", type=int, default=60, help="frames compared with the package")
     parser.add_argument("--profile-level", type=int, default=16, help="profile 40 frames at this many streams; 0: off")
@@ -229,9 +233,7 @@ def _equality(torch: Any, engine: Any, frames: int = 60) -> dict[str, Any]:
 
     short = max(2, frames * 2 // 3)
     with steer_eos(engine, after=short):
-        streamed = np.concatenate(
-            [c.samples for c in engine.synthesize(TEXT, _request(engine, 3, short, greedy=True))]
-        )
+        streamed = np.concatenate([c.samples for c in engine.synthesize(TEXT, _request(engine, 3, short, greedy=True))])
         full = engine.synthesize_full(TEXT, _request(engine, 3, short, greedy=True)).samples
     n = min(len(streamed), len(full))
     out["greedy_audio_max_abs_diff"] = float(np.abs(streamed[:n] - full[:n]).max()) if n else None

@@ -498,9 +498,7 @@ class GenerationLoop:
             active = group[0][0]
             logits, hidden = self.talker.prefill(active.slot, chunks[0], active.length)
         else:
-            logits, hidden = self.talker.prefill_rows(
-                [a.slot for a, _ in group], chunks, [a.length for a, _ in group]
-            )
+            logits, hidden = self.talker.prefill_rows([a.slot for a, _ in group], chunks, [a.length for a, _ in group])
         for i, (active, take) in enumerate(group):
             active.length += take
             if active.length >= active.prompt.shape[1]:
@@ -577,9 +575,7 @@ class GenerationLoop:
         """One step of ``StaticStep``: no host-built tensor, one read-back of the codes."""
         state = self.state
         span = max(a.length for a in rows) + 1
-        frames, codes = state.run(
-            [(a.slot, self._text_at(a), a.row.sampling, a.generator) for a in rows], span
-        )
+        frames, codes = state.run([(a.slot, self._text_at(a), a.row.sampling, a.generator) for a in rows], span)
         column = state.codebooks
         next_codes = [int(codes[a.slot, column]) for a in rows]
         self._emit(rows, [frames[a.slot] for a in rows], self.step_events.record(), next_codes)
