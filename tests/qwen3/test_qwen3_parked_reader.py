@@ -101,3 +101,38 @@ def test_a_parked_stream_is_not_waited_for_while_another_stream_is_read_in_step_
     assert len(told) >= len(audio) + 1  # every chunk of the reading stream was announced, and waited for
     assert rest and not row.consumer_away and len(np.concatenate(rest)) % FRAME == 0
     assert engine.loop.free_slots == engine.loop.slots
+
+
+def test_the_next_row_of_a_long_text_is_not_announced_while_its_consumer_is_on_the_previous_one(
+    custom_voice_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long text is several rows; the next opens while the consumer still speaks the previous one's last
+    words, and generates while that consumer reads the previous row's backlog or is parked with it. Once the
+    previous row has left the loop, the next is its stream's oldest row there, yet nobody reads it yet."""
+    engine = custom_voice_engine
+    told = announcements(engine, monkeypatch, decode=False)
+    stream = engine.open_text_stream(prepared(engine, voice="ryan", language="english", seed=5, max_new_tokens=40))
+    try:
+        with steer_eos(engine, after=None):
+            stream.feed(SENTENCE * 20)  # over the rollover: two rows
+            stream.finish()
+            assert len(stream._pieces) == 2
+            stream._next_piece(0)  # the first row opens with 40 frames to make
+            # The tiny model reads a row's text in a few steps; a second row with a longer budget (its request
+            # is a copy made when it opens) outlives the first, as a real model's next row does.
+            stream._request.max_new_tokens = 200
+            chunks = stream.chunks()
+            while stream._pieces[1].row is None:
+                next(chunks)  # read until only the first row's last words are left: the second opens
+            first, second = stream._pieces[0].row, stream._pieces[1].row
+            assert first is not None and second is not None
+            second_frames = frames_to_end(second)  # the loop makes all of it; the consumer reads none
+            first_left = frames_to_end(first)
+    finally:
+        stream.cancel()
+
+    assert first_left and second_frames[-1].step > first_left[-1].step  # it outlived the first row in the loop
+    assert [f.step for f in second_frames if f.chunk_end]  # it ended chunks...
+    assert not any(f.announced for f in second_frames)  # ...none announced: nobody was there to ask
+    assert not any(step >= second_frames[0].step and step > first_left[-1].step for step, _ in told)
+    assert engine.loop.free_slots == engine.loop.slots

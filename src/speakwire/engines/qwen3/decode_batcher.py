@@ -108,9 +108,10 @@ class DecodeBatcher:
         """``count`` chunk requests tagged ``tag`` are on their way (the loop ended that many chunks in step
         ``tag``): once one of them is here, code2wav waits for the others (at most ``GATHER_S`` after the first
         came) so that they share a call. Their consumers are separate threads that wake a moment apart; taken
-        as they came, the first one was often decoded alone and the rest waited behind it. The loop counts
-        only consumers that are reading (``readable_ends``: not one waiting for its listener at the lead), yet
-        one may still be late (its thread is slow, or it is gone), so the cap runs from the first arrival, not
+        as they came, the first one was often decoded alone and the rest waited behind it. The loop leaves out
+        rows whose consumer is away (``readable_ends``: waiting for its listener at the lead, or not yet on
+        that row), yet one may still be late (its thread is slow, it is working through a backlog of older
+        chunks, or it is gone), so the cap runs from the first arrival, not
         the latest: consumers trickling in must not hold the first one any longer than that."""
         with self._cond:
             self._expected[tag] = self._expected.get(tag, 0) + count

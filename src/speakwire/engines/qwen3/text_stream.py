@@ -171,6 +171,10 @@ class Qwen3TextStream:
         if index:
             request = dataclasses.replace(request, seed=int(request.seed or 0) + index, extra=dict(request.extra))
         piece.row = engine.open_row(request, chunks=engine.stream_schedule, stream=self)
+        # Nobody reads a row until the consumer reaches it (``_row_chunks``): the next row of a long text
+        # runs while the consumer is still on this one, or parked with its audio, so code2wav must not
+        # wait for its chunks. Set before its text, so before its first step.
+        piece.row.consumer_away = True
         if piece.text:
             piece.row.feed(piece.text)
         if piece.closed:
@@ -207,6 +211,7 @@ class Qwen3TextStream:
         row = piece.row
         assert row is not None
         decoder = engine.open_decoder(request)
+        row.consumer_away = False  # read from here on
         pending: list[Frame] = []
         text_read = piece.start
         next_opened = False
