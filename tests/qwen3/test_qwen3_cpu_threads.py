@@ -60,3 +60,29 @@ def test_a_failed_load_gives_the_threads_back(tmp_path: Path, many_threads: int)
     with pytest.raises((OSError, ValueError)):  # transformers: no model in this directory
         load_qwen3_engine(str(tmp_path), device="cpu")
     assert torch.get_num_threads() == many_threads
+
+
+def test_an_engine_loaded_on_one_thread_and_closed_on_another_gives_the_threads_back(
+    tiny_checkpoints: dict[str, Path], many_threads: int
+) -> None:
+    """As the server does: load on a worker thread (``asyncio.to_thread``), close on the event loop's. With
+    OpenMP each thread that ran torch answers for itself, and the closing thread saw the count before the load."""
+    import threading
+
+    import torch
+
+    from speakwire.engines.qwen3 import load_qwen3_engine
+
+    checkpoint = str(tiny_checkpoints["custom_voice"])
+    engines: list[object] = []
+    loader = threading.Thread(target=lambda: engines.append(load_qwen3_engine(checkpoint, device="cpu", max_batch=1)))
+    loader.start()
+    loader.join()
+    assert engines, "the engine did not load"
+    engine = engines[0]
+    engine.close()  # type: ignore[attr-defined]
+    seen: list[int] = []
+    fresh = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    fresh.start()
+    fresh.join()
+    assert seen == [many_threads]  # a thread started after the close runs with the count from before the load

@@ -487,8 +487,8 @@ def load_qwen3_engine(
 _threads_lock = threading.Lock()
 _cpu_engines = 0
 """CPU engines loaded and not yet closed (``_share_cpu_threads`` / ``_release_cpu_threads``)."""
-_threads_lowered: tuple[int, int] | None = None
-"""(torch's intra-op threads before a CPU engine lowered them, the count it set), until the last one closes."""
+_threads_before: int | None = None
+"""Torch's intra-op threads before a CPU engine lowered them, until the last one closes."""
 
 
 def _share_cpu_threads(torch: Any) -> None:
@@ -501,7 +501,7 @@ def _share_cpu_threads(torch: Any) -> None:
     process-wide, so this only ever lowers the count (it never raises what someone else chose), an explicit
     ``OMP_NUM_THREADS`` is left alone, and the count lowered goes back when the last CPU engine closes
     (``_release_cpu_threads``): the process that loaded an engine gets its threads back."""
-    global _cpu_engines, _threads_lowered
+    global _cpu_engines, _threads_before
     with _threads_lock:
         _cpu_engines += 1
         if "OMP_NUM_THREADS" in os.environ:
@@ -510,23 +510,24 @@ def _share_cpu_threads(torch: Any) -> None:
         threads = min(before, max(1, usable_cores() // 2))
         if threads < before:
             torch.set_num_threads(threads)
-            if _threads_lowered is None:
-                _threads_lowered = (before, threads)
+            if _threads_before is None:
+                _threads_before = before
             logger.info("qwen3: %d intra-op threads per CPU thread (the loop's and code2wav's)", threads)
 
 
 def _release_cpu_threads(torch: Any) -> None:
-    """One CPU engine closed (or failed to load); the last puts back the count ``_share_cpu_threads`` lowered,
-    unless someone chose another count since."""
-    global _cpu_engines, _threads_lowered
+    """One CPU engine closed (or failed to load); the last puts back the count ``_share_cpu_threads`` lowered.
+
+    Unconditionally: with OpenMP, ``torch.get_num_threads`` answers for the calling thread once it has run
+    torch, and the server loads on a worker thread but closes on the event loop's, which may still see the
+    count from before the load; comparing with it skipped the restore."""
+    global _cpu_engines, _threads_before
     with _threads_lock:
         _cpu_engines -= 1
-        if _cpu_engines or _threads_lowered is None:
+        if _cpu_engines or _threads_before is None:
             return
-        before, lowered = _threads_lowered
-        _threads_lowered = None
-        if int(torch.get_num_threads()) == lowered:
-            torch.set_num_threads(before)
+        torch.set_num_threads(_threads_before)
+        _threads_before = None
 
 
 CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
