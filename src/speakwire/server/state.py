@@ -55,6 +55,8 @@ class ServerState:
     """``speakwire serve`` stops the server here, so a process that cannot serve exits instead of answering 503."""
     _owns_engine: bool = False
     """The server loaded the engine itself (and closes it); an engine handed in belongs to the caller."""
+    _froze_heap: bool = False
+    """This server froze the start-up heap (``gc_heap``); its stop thaws it (a server whose load failed did not)."""
     ready_hooks: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     """Awaited once the engine is ready, before /ready turns 200 (the Wyoming listener binds here); one that
     raises fails the start like an engine that cannot load."""
@@ -115,6 +117,7 @@ class ServerState:
             for hook in self.ready_hooks:
                 await hook()
             gc_heap.freeze_startup_heap()  # last before ready: what start-up made is never garbage
+            self._froze_heap = True
             self.ready = True
             logger.info(
                 "ready: engine %s, model %s (also answers to %s), %d worker(s), %d stream(s) at once (%s%s), "
@@ -156,7 +159,9 @@ class ServerState:
             self._load_task.cancel()
         if self.pipeline is not None:
             await asyncio.to_thread(self.pipeline.scheduler.close)
-        gc_heap.thaw()  # the engine's objects are collectable again once it is released
+        if self._froze_heap:  # the engine's objects are collectable again once it is released
+            self._froze_heap = False
+            gc_heap.thaw()
         if self.engine is not None and self._owns_engine:
             self.engine.close()
         if self.voices is not None:
