@@ -125,9 +125,10 @@ def test_voices_loading_at_once_keep_the_load_threshold_until_the_last_is_done()
     in_fresh_interpreter("check_voices_loading_at_once_keep_the_load_threshold_until_the_last_is_done")
 
 
-def test_a_trim_gives_back_what_a_worker_thread_freed_in_its_own_arena() -> None:
+def check_a_trim_gives_back_what_a_worker_thread_freed_in_its_own_arena() -> bool:
     """glibc's ``malloc_trim`` alone leaves the top of a thread arena's heap resident (see ``allocator.trim``)."""
-    assert tune_allocator() or allocator._operator_tuned()
+    if not (tune_allocator() or allocator._operator_tuned()):
+        return False
 
     def work() -> None:
         anchor_thread()  # as MemoryReleaser.maybe_release does in every worker
@@ -142,3 +143,10 @@ def test_a_trim_gives_back_what_a_worker_thread_freed_in_its_own_arena() -> None
         thread.join()
     trim()
     assert allocator._rss_bytes() - before < 4 * 1024 * 1024
+    return True
+
+
+def test_a_trim_gives_back_what_a_worker_thread_freed_in_its_own_arena() -> None:
+    """In a fresh interpreter too: run after an in-process server's tests, this process's arenas are in whatever
+    state those threads left them, and the check failed there while it passed alone."""
+    in_fresh_interpreter("check_a_trim_gives_back_what_a_worker_thread_freed_in_its_own_arena")
