@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import httpx
 import uvicorn
 
+from speakwire.cli.serve import uvicorn_config
 from speakwire.engines.base import Engine
 from speakwire.server.app import create_app
 from speakwire.settings import Settings
@@ -62,8 +63,7 @@ def start_server(
         settings.max_streams = TEST_MAX_STREAMS
     settings.host, settings.port = "127.0.0.1", free_port()
     app = create_app(settings, engine=engine)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", ws_ping_interval=20)
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app, host=settings.host, port=settings.port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="speakwire-test-server", daemon=True)
     thread.start()
     live = LiveServer(settings, server, thread)
