@@ -49,6 +49,7 @@ from pathlib import Path
 
 from speakwire.errors import ConflictError, NotFoundError, SpeakwireError
 from speakwire.voices.audio import AUDIO_FILE, ReferenceAudio
+from speakwire.voices.changes import Marker, change_marker
 from speakwire.voices.fields import VoiceFields
 from speakwire.voices.models import PromptRecord, SavedVoice
 from speakwire.voices.names import name_key
@@ -189,6 +190,20 @@ class VoiceStore:
         with self._connect() as db:
             rows = db.execute(f"SELECT {_VOICE_COLUMNS} FROM voices ORDER BY created_at, name_key").fetchall()
             return self._voices(db, rows)
+
+    def name_keys(self) -> frozenset[str]:
+        """The ``name_key`` of every voice: what ``find`` matches a name against."""
+        if not self._joined():
+            return frozenset()
+        with self._connect() as db:
+            return frozenset(str(row[0]) for row in db.execute("SELECT name_key FROM voices"))
+
+    def change_marker(self) -> Marker | None:
+        """A value that changes with every commit to the library, by any process (``changes.change_marker``).
+
+        Cheap enough for the event loop: it reads the database header, never SQLite's locks.
+        """
+        return change_marker(self._database)
 
     def count(self) -> int:
         if not self._joined():
