@@ -32,8 +32,18 @@ OTHER_CHAR_SECONDS = 0.15
 def frame_budget(text: str, max_new_tokens: int | None = None) -> int:
     """The most frames ``text`` may produce; see the module docstring for the formula."""
     text = text.strip()
-    wide = sum(1 for char in text if is_wide(char))
-    seconds = BASE_SECONDS + WIDE_CHAR_SECONDS * wide + OTHER_CHAR_SECONDS * (len(text) - wide)
+    return budget_for(len(text), wide_chars(text), max_new_tokens)
+
+
+def wide_chars(text: str) -> int:
+    """How many of ``text``'s characters count as wide (never whitespace, so stripping does not change it)."""
+    return sum(1 for char in text if is_wide(char))
+
+
+def budget_for(chars: int, wide: int, max_new_tokens: int | None = None) -> int:
+    """``frame_budget`` of a stripped text of ``chars`` characters, ``wide`` of them wide: a text that grows
+    piece by piece counts only its new piece (``Row.feed``)."""
+    seconds = BASE_SECONDS + WIDE_CHAR_SECONDS * wide + OTHER_CHAR_SECONDS * (chars - wide)
     budget = min(math.ceil(FRAMES_PER_SECOND * seconds), MAX_FRAMES)
     if max_new_tokens is not None:
         budget = min(budget, max_new_tokens)

@@ -27,7 +27,7 @@ from typing import Any
 
 from speakwire.engines.qwen3.batched_talker import BatchedTalker
 from speakwire.engines.qwen3.chunk_schedule import ChunkSchedule, end_chunks, readable_ends
-from speakwire.engines.qwen3.frame_budget import MAX_FRAMES, frame_budget
+from speakwire.engines.qwen3.frame_budget import MAX_FRAMES, budget_for, frame_budget, wide_chars
 from speakwire.engines.qwen3.sampling import MIN_NEW_TOKENS, RowSampling, sample_rows
 from speakwire.engines.qwen3.static_step import StaticStep
 from speakwire.engines.qwen3.stream_sync import StepEvents, step_events
@@ -103,6 +103,11 @@ class Row:
         self.track = TextTrack(loop.prompts.tokenize)
         self._loop = loop
         self._lock = threading.Lock()
+        """Guards the track for the loop thread's reads; held only to swap in what a feed computed."""
+        self._feeding = threading.Lock()
+        """Orders this row's feeds and finish; the loop thread never takes it."""
+        self._wide = 0
+        """Wide characters of the text so far (``frame_budget``), counted piece by piece."""
         self.cancelled = False
         self.ended = False
         self.consumer_away = False
@@ -111,17 +116,31 @@ class Row:
         ends to code2wav (``readable_ends``), which would otherwise wait for a request that cannot come."""
 
     def feed(self, text: str) -> None:
-        """More target text (an LLM's next words); tokens reach the running generation as they become final."""
-        with self._lock:
-            added = self.track.feed(text)
-            self.max_frames = frame_budget(self.track.text, self.max_new_tokens)
+        """More target text (an LLM's next words); tokens reach the running generation as they become final.
+
+        The text is tokenized with no lock held that the loop thread takes: the loop reads every row's track
+        each step (``text_state``), and a step must not wait for a feed's tokenizer call. ``_feeding`` keeps
+        one row's feeds and finish in order.
+        """
+        with self._feeding:
+            before = len(self.track.text)
+            commit = self.track.prepare_feed(text)
+            chars = len(commit.text)
+            while chars and commit.text[chars - 1].isspace():
+                chars -= 1
+            with self._lock:
+                added = self.track.apply(commit)
+            self._wide += wide_chars(commit.text[before:])
+            self.max_frames = budget_for(chars, self._wide, self.max_new_tokens)
         if added:
             self._loop.wake()
 
     def finish(self) -> None:
         """No more text: the talker may now read the end of the text."""
-        with self._lock:
-            self.track.finish()
+        with self._feeding:
+            commit = self.track.prepare_finish()
+            with self._lock:
+                self.track.apply(commit)
         self._loop.wake()
 
     def cancel(self) -> None:
