@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Request, WebSocket
 from starlette.responses import JSONResponse, Response
 
-from speakwire.encoders.base import Encoder
+from speakwire.encoders.off_loop import LoopEncoder
 from speakwire.encoders.registry import create_encoder
 from speakwire.errors import BadRequestError, SpeakwireError, TooBusyError
 from speakwire.server.cartesia import protocol as p
@@ -73,7 +73,7 @@ async def _speak(request: Request, *, sse: bool) -> Response:
         check_input(speech.transcript, state.settings.max_input_chars, INPUT_ERRORS)
         engine, _, _ = state.require_ready()
         resolved = await resolve_speech(state, engine, speech.spec.options)
-        encoder = create_encoder(speech.spec.output.encoder_format, resolved.output_rate, streaming=True)
+        encoder = LoopEncoder(create_encoder(speech.spec.output.encoder_format, resolved.output_rate, streaming=True))
         # Checked against max_input_chars above, which may exceed the utterance's default buffer.
         utterance = open_utterance(state, resolved, protocol=PROTOCOL, max_buffer_chars=state.settings.max_input_chars)
         utterance.feed(speech.transcript)
@@ -124,22 +124,22 @@ async def _closing(state: ServerState, utterance: Utterance, stream: AsyncIterat
         close_utterance(state, utterance, PROTOCOL)
 
 
-async def _bytes_stream(utterance: Utterance, encoder: Encoder, volume: float) -> AsyncIterator[bytes]:
+async def _bytes_stream(utterance: Utterance, encoder: LoopEncoder, volume: float) -> AsyncIterator[bytes]:
     pending = encoder.header()  # sent together with the first audio, so the first byte is audio
     async for event in utterance.events():
         if isinstance(event, AudioReady):
-            data = pending + encoder.encode(event.samples if volume == 1.0 else event.samples * volume)
+            data = pending + await encoder.encode(event.samples if volume == 1.0 else event.samples * volume)
             pending = b""
             if data:
                 yield data
         elif isinstance(event, SegmentFinished) and event.error is not None:
             logger.error("aborting /tts/bytes stream: %s", event.error.message)
             raise StreamAborted(event.error.message)
-    yield pending + encoder.finish()
+    yield pending + await encoder.finish()
 
 
 async def _sse_stream(
-    utterance: Utterance, encoder: Encoder, speech: p.HttpRequest, request_id: str
+    utterance: Utterance, encoder: LoopEncoder, speech: p.HttpRequest, request_id: str
 ) -> AsyncIterator[bytes]:
     context_id, spec = speech.context_id, speech.spec
     produced_at = time.monotonic()
@@ -147,7 +147,7 @@ async def _sse_stream(
         if isinstance(event, AudioReady):
             now = time.monotonic()
             step_ms, produced_at = (now - produced_at) * 1000, now
-            data = encoder.encode(event.samples if spec.volume == 1.0 else event.samples * spec.volume)
+            data = await encoder.encode(event.samples if spec.volume == 1.0 else event.samples * spec.volume)
             if data:
                 yield p.sse_frame(p.chunk_event(context_id, data, step_ms, None))
             if spec.add_timestamps and event.words:

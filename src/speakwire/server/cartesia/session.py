@@ -28,7 +28,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
-from speakwire.encoders.base import Encoder
+from speakwire.encoders.off_loop import LoopEncoder
 from speakwire.encoders.registry import create_encoder
 from speakwire.errors import (
     BadRequestError,
@@ -83,7 +83,7 @@ class _Context:
     id: str
     spec: p.ContextSpec
     resolved: ResolvedSpeech
-    encoder: Encoder
+    encoder: LoopEncoder
     input: p.ContextInput = field(default_factory=p.ContextInput)
     queue: asyncio.Queue[_Group] = field(default_factory=asyncio.Queue)
     groups: list[_Group] = field(default_factory=list)
@@ -215,7 +215,7 @@ class CartesiaSession:
         spec = p.parse_spec(request.fields)
         engine, _, _ = self.state.require_ready()
         resolved = await resolve_speech(self.state, engine, spec.options)
-        encoder = create_encoder(spec.output.encoder_format, resolved.output_rate, streaming=True)
+        encoder = LoopEncoder(create_encoder(spec.output.encoder_format, resolved.output_rate, streaming=True))
         ctx = _Context(context_id, spec, resolved, encoder)
         ctx.current = self._new_group(ctx)
         ctx.speaker = asyncio.create_task(self._speak(ctx), name=f"cartesia-context-{context_id}")
@@ -366,7 +366,7 @@ class CartesiaSession:
                     now = time.monotonic()
                     step_ms, produced_at = (now - produced_at) * 1000, now
                     samples = event.samples if volume == 1.0 else event.samples * volume
-                    data = ctx.encoder.encode(samples)
+                    data = await ctx.encoder.encode(samples)
                     ctx.samples_sent += len(event.samples)
                     for start in range(0, len(data), MAX_FRAME_BYTES):
                         piece = data[start : start + MAX_FRAME_BYTES]

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Request, WebSocket
 from starlette.responses import JSONResponse, Response
 
+from speakwire.encoders.off_loop import LoopEncoder
 from speakwire.encoders.registry import CONTENT_TYPES, create_encoder
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.server.deepgram import protocol as p
@@ -103,18 +104,18 @@ def _error(error: p.DeepgramError, request_id: str) -> JSONResponse:
 async def _audio(state: ServerState, utterance: Utterance, fmt: str, rate: int, prefix: bytes) -> AsyncIterator[bytes]:
     """The encoded audio as it is made; the utterance is released however the response ends."""
     try:
-        encoder = create_encoder(fmt, rate, streaming=True)
+        encoder = LoopEncoder(create_encoder(fmt, rate, streaming=True))
         pending = prefix + encoder.header()  # sent with the first audio, so the first byte is audio
         async for event in utterance.events():
             if isinstance(event, AudioReady):
-                data = pending + encoder.encode(event.samples)
+                data = pending + await encoder.encode(event.samples)
                 pending = b""
                 if data:
                     yield data
             elif isinstance(event, SegmentFinished) and event.error is not None:
                 logger.error("aborting deepgram audio stream: %s", event.error.message)
                 raise StreamAborted(event.error.message)
-        tail = pending + encoder.finish()
+        tail = pending + await encoder.finish()
         if tail:
             yield tail
     finally:

@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
 import speakwire
+from speakwire.encoders.off_loop import LoopEncoder
 from speakwire.encoders.registry import create_encoder
 from speakwire.errors import PayloadTooLargeError, ShuttingDownError, SpeakwireError, TooBusyError
 from speakwire.server.auth import key_matches, offered_key
@@ -250,10 +251,10 @@ class DeepgramSpeakSession:
         """Send the utterance's audio as it is made; False if it was cancelled."""
         assert self._setup is not None
         resolved = self._setup.resolved
-        encoder = create_encoder(resolved.response_format, resolved.output_rate, streaming=True)
+        encoder = LoopEncoder(create_encoder(resolved.response_format, resolved.output_rate, streaming=True))
         async for event in utterance.events():
             if isinstance(event, AudioReady):
-                data = encoder.encode(event.samples)
+                data = await encoder.encode(event.samples)
                 if data:
                     await self._send_bytes(data)
             elif isinstance(event, SegmentFinished) and event.error is not None:

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from starlette.responses import JSONResponse, Response
 
 from speakwire.audio.chunk import Float32Array
+from speakwire.encoders.off_loop import LoopEncoder
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.server.elevenlabs import protocol as p
 from speakwire.server.elevenlabs.alignment import CharacterAligner, CharTiming, http_alignment
@@ -229,7 +230,7 @@ class _Job:
     async def _chunks(self) -> AsyncIterator[tuple[bytes, list[CharTiming]]]:
         """Encoded audio as it is produced, with the characters whose words start in it."""
         rate = self.fmt.sample_rate
-        encoder = self.fmt.encoder(streaming=True)
+        encoder = LoopEncoder(self.fmt.encoder(streaming=True))
         held = encoder.header()
         chars: list[CharTiming] = []
         produced = 0
@@ -238,13 +239,13 @@ class _Job:
                 if isinstance(event, AudioReady):
                     produced += len(event.samples)
                     chars += self.aligner.place(event.words, produced / rate)
-                    data = held + encoder.encode(event.samples)
+                    data = held + await encoder.encode(event.samples)
                     held = b""
                     if data:
                         yield data, chars
                         chars = []
                 elif isinstance(event, SegmentFinished) and event.error is not None:
                     raise StreamAborted(event.error.message)
-            yield held + encoder.finish(), chars + self.aligner.finish(produced / rate)
+            yield held + await encoder.finish(), chars + self.aligner.finish(produced / rate)
         finally:
             close_utterance(self.state, self.utterance, PROTOCOL)

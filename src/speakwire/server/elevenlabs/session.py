@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 from starlette.websockets import WebSocket
 
+from speakwire.encoders.off_loop import LoopEncoder
 from speakwire.errors import (
     BadRequestError,
     NotReadyError,
@@ -373,7 +374,7 @@ class ElevenLabsSession:
         assert self._query is not None
         fmt = self._query.output_format
         rate = fmt.sample_rate
-        encoder = fmt.encoder(streaming=True)
+        encoder = LoopEncoder(fmt.encoder(streaming=True))
         unsent = encoder.header()
         chars: list[CharTiming] = []
         produced = sent = 0
@@ -386,7 +387,7 @@ class ElevenLabsSession:
                 produced += len(event.samples)
                 aligned = aligned or bool(event.words)
                 chars += run.aligner.place(event.words, produced / rate)
-                unsent += encoder.encode(event.samples)
+                unsent += await encoder.encode(event.samples)
                 if unsent and (chars or not aligned):
                     await self._send_audio(ctx, run, unsent, chars, sent / rate, produced / rate)
                     unsent, chars, sent = b"", [], produced
@@ -399,7 +400,7 @@ class ElevenLabsSession:
                     message = p.error_message(f"Synthesis failed: {event.error.message}", "synthesis_failed")
                     await self._send({**message, "contextId": ctx.id} if self.multi else message)
             elif isinstance(event, UtteranceFinished) and not event.cancelled:
-                unsent += encoder.finish()
+                unsent += await encoder.finish()
                 chars += run.aligner.finish(produced / rate)
                 if unsent:
                     await self._send_audio(ctx, run, unsent, chars, sent / rate, produced / rate)

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 from starlette.responses import Response
 
+from speakwire.encoders.off_loop import LoopEncoder
 from speakwire.encoders.registry import CONTENT_TYPES, create_encoder, encode_file
 from speakwire.server.flow import StallingResponse, file_response, write_stall
 from speakwire.server.options import resolve_speech
@@ -125,18 +126,18 @@ class StreamAborted(Exception):
 
 
 async def _raw_stream(utterance: Utterance, fmt: str, rate: int) -> AsyncIterator[bytes]:
-    encoder = create_encoder(fmt, rate, streaming=True)
+    encoder = LoopEncoder(create_encoder(fmt, rate, streaming=True))
     pending = encoder.header()  # sent together with the first audio, so the first byte is audio
     async for event in utterance.events():
         if isinstance(event, AudioReady):
-            data = pending + encoder.encode(event.samples)
+            data = pending + await encoder.encode(event.samples)
             pending = b""
             if data:
                 yield data
         elif isinstance(event, SegmentFinished) and event.error is not None:
             logger.error("aborting audio stream: %s", event.error.message)
             raise StreamAborted(event.error.message)
-    yield pending + encoder.finish()
+    yield pending + await encoder.finish()
 
 
 def _sse(event: dict[str, object]) -> bytes:
@@ -145,11 +146,11 @@ def _sse(event: dict[str, object]) -> bytes:
 
 async def _sse_stream(utterance: Utterance, fmt: str, rate: int, words: bool = False) -> AsyncIterator[bytes]:
     """SSE deltas; with ``words``, a ``speech.audio.words`` event after the delta of the audio they start in."""
-    encoder = create_encoder(fmt, rate, streaming=True)
+    encoder = LoopEncoder(create_encoder(fmt, rate, streaming=True))
     pending = encoder.header()
     async for event in utterance.events():
         if isinstance(event, AudioReady):
-            data = pending + encoder.encode(event.samples)
+            data = pending + await encoder.encode(event.samples)
             pending = b""
             if data:
                 yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
@@ -159,7 +160,7 @@ async def _sse_stream(utterance: Utterance, fmt: str, rate: int, words: bool = F
             yield _sse({"type": "speech.audio.error", "error": event.error.to_dict()})
             return
         elif isinstance(event, UtteranceFinished):
-            tail = pending + encoder.finish()
+            tail = pending + await encoder.finish()
             if tail:
                 yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(tail).decode()})
             yield _sse({"type": "speech.audio.done", "usage": usage_body(event.usage)})

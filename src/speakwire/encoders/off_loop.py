@@ -1,0 +1,74 @@
+"""An encoder driven from the event loop: FFmpeg formats encode on a small pool of their own, the rest inline.
+
+MP3 and Opus cost ~15 ms of CPU per second of audio, and one ``encode()`` held the loop up to 39 ms, during
+which every other stream's frames and reads waited. PCM, WAV and G.711 are a numpy cast, cheaper than the
+hop to a thread, so they stay on the loop. PyAV releases the GIL inside the codec and muxer
+(``avcodec_send_frame``, ``avcodec_receive_packet``, ``av_interleaved_write_frame``), so the loop runs
+while a frame is encoded, not only between calls.
+
+The pool is not asyncio's default executor: whole-file encodes and voice lookups queue there for longer,
+and a stream's next chunk should not wait behind them.
+
+One stream's calls run one at a time, in the order they were made: each caller awaits its call, and a call
+whose task was cancelled while the codec ran (a thread cannot be stopped) is waited for before the next one
+starts, so an encoder is never used by two threads at once and its bytes keep their order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from speakwire.audio.chunk import Float32Array
+from speakwire.encoders.av_stream import AvStreamEncoder
+from speakwire.encoders.base import Encoder
+
+POOL_THREADS = min(4, os.cpu_count() or 1)
+"""Threads shared by every stream of the process: encoding is ~2 % of a core per real-time stream."""
+
+_pool = ThreadPoolExecutor(max_workers=POOL_THREADS, thread_name_prefix="speakwire-encode")
+
+
+def off_loop(encoder: Encoder) -> bool:
+    """Whether ``encoder``'s calls are worth a thread: the FFmpeg codecs are, the byte casts are not."""
+    return isinstance(encoder, AvStreamEncoder)
+
+
+class LoopEncoder:
+    """``encoder`` with ``encode``/``finish`` to await from the event loop; see the module docstring."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        self.encoder = encoder
+        self.format = encoder.format
+        self.content_type = encoder.content_type
+        self.sample_rate = encoder.sample_rate
+        self._threaded = off_loop(encoder)
+        self._last: Future[bytes] | None = None
+
+    def header(self) -> bytes:
+        """The encoder's header, inline: it is a constant (WAV) or empty."""
+        return self.encoder.header()
+
+    async def encode(self, samples: Float32Array) -> bytes:
+        """The bytes ``samples`` complete, as ``Encoder.encode``; its errors are raised here."""
+        return await self._call(self.encoder.encode, samples)
+
+    async def finish(self) -> bytes:
+        """The last bytes, as ``Encoder.finish``."""
+        return await self._call(self.encoder.finish)
+
+    async def _call(self, method: Callable[..., bytes], *args: object) -> bytes:
+        if not self._threaded:
+            return method(*args)
+        last = self._last
+        if last is not None and not last.done():
+            # A call cancelled while it ran still holds the encoder: wait for it (its outcome is not ours).
+            waiter = asyncio.wrap_future(last)
+            await asyncio.wait([waiter])
+            if not waiter.cancelled():
+                waiter.exception()  # taken, so it is not logged as never retrieved
+        self._last = _pool.submit(method, *args)
+        # Cancelling this await cancels the job if no thread has taken it yet; a running one finishes.
+        return await asyncio.wrap_future(self._last)
