@@ -19,7 +19,6 @@ import dataclasses
 import json
 from collections.abc import AsyncIterator
 
-import numpy as np
 from fastapi import APIRouter, Request, WebSocket
 from pydantic import ValidationError
 from starlette.responses import JSONResponse, Response
@@ -207,12 +206,12 @@ class _Job:
         finally:
             close_utterance(self.state, self.utterance, PROTOCOL)
         chars += self.aligner.finish(produced / self.fmt.sample_rate)
-        samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-        return await asyncio.to_thread(self._encode_file, samples), chars
+        return await asyncio.to_thread(self._encode_file, parts), chars
 
-    def _encode_file(self, samples: Float32Array) -> bytes:
+    def _encode_file(self, parts: list[Float32Array]) -> bytes:
+        """The whole file from the stream's chunks in order (see ``encode_file``: no joined copy is made)."""
         encoder = self.fmt.encoder(streaming=False)
-        return encoder.header() + encoder.encode(samples) + encoder.finish()
+        return encoder.header() + b"".join(encoder.encode(part) for part in parts) + encoder.finish()
 
     async def audio_stream(self) -> AsyncIterator[bytes]:
         async for data, _ in self._chunks():

@@ -8,9 +8,9 @@ import json
 import logging
 from collections.abc import AsyncIterator
 
-import numpy as np
 from starlette.responses import Response
 
+from speakwire.audio.chunk import Float32Array
 from speakwire.encoders.off_loop import LoopEncoder
 from speakwire.encoders.registry import CONTENT_TYPES, create_encoder, encode_file
 from speakwire.server.flow import StallingResponse, file_response, write_stall
@@ -110,14 +110,13 @@ async def _closing(
 
 
 async def _whole_file(utterance: Utterance, fmt: str, rate: int) -> bytes:
-    parts: list[np.ndarray] = []
+    parts: list[Float32Array] = []
     async for event in utterance.events():
         if isinstance(event, AudioReady):
             parts.append(event.samples)
         elif isinstance(event, SegmentFinished) and event.error is not None:
             raise event.error
-    samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-    return await asyncio.to_thread(encode_file, fmt, rate, samples)
+    return await asyncio.to_thread(encode_file, fmt, rate, parts)
 
 
 class StreamAborted(Exception):
