@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import threading
 
@@ -12,9 +13,11 @@ import pytest
 
 from speakwire.audio.chunk import Float32Array
 from speakwire.encoders.av_stream import MP3, AvStreamEncoder
-from speakwire.encoders.off_loop import POOL_THREADS, LoopEncoder
+from speakwire.encoders.base import Encoder
+from speakwire.encoders.off_loop import POOL_THREADS, LoopEncoder, open_encoder
 from speakwire.encoders.pcm import PcmEncoder
 from speakwire.encoders.registry import AUDIO_FORMATS, create_encoder, default_sample_rate
+from speakwire.errors import BadRequestError
 
 CHUNKS = (137, 4096, 1, 999, 2000, 3, 480, 6000)
 
@@ -98,7 +101,24 @@ async def test_ffmpeg_encodes_leave_the_loop_thread_and_byte_casts_stay_on_it() 
     assert names and all(name.startswith("speakwire-encode") for name in names)
 
 
+async def test_ffmpeg_encoders_open_off_the_loop_thread_and_byte_casts_on_it() -> None:
+    opened: dict[str, int] = {}
+
+    def make(fmt: str) -> Encoder:
+        opened[fmt] = threading.get_ident()
+        return create_encoder(fmt, default_sample_rate(fmt, None, 24_000), streaming=True)
+
+    for fmt in AUDIO_FORMATS:
+        encoder = await open_encoder(fmt, functools.partial(make, fmt))
+        assert encoder.format == fmt
+    loop_thread = threading.get_ident()
+    assert {fmt for fmt, thread in opened.items() if thread != loop_thread} == {"mp3", "opus", "aac", "flac"}
+
+
 async def test_encoder_errors_surface_to_the_caller() -> None:
+    with pytest.raises(BadRequestError, match="12345 Hz"):
+        await open_encoder("mp3", lambda: create_encoder("mp3", 12_345, streaming=True))
+
     encoder = LoopEncoder(create_encoder("mp3", 24_000, streaming=True))
     await encoder.encode(np.zeros(2000, dtype=np.float32))
     await encoder.finish()

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Request, WebSocket
 from starlette.responses import JSONResponse, Response
 
-from speakwire.encoders.off_loop import LoopEncoder
+from speakwire.encoders.off_loop import LoopEncoder, open_encoder
 from speakwire.encoders.registry import create_encoder
 from speakwire.errors import BadRequestError, SpeakwireError, TooBusyError
 from speakwire.server.cartesia import protocol as p
@@ -73,7 +73,8 @@ async def _speak(request: Request, *, sse: bool) -> Response:
         check_input(speech.transcript, state.settings.max_input_chars, INPUT_ERRORS)
         engine, _, _ = state.require_ready()
         resolved = await resolve_speech(state, engine, speech.spec.options)
-        encoder = LoopEncoder(create_encoder(speech.spec.output.encoder_format, resolved.output_rate, streaming=True))
+        fmt, rate = speech.spec.output.encoder_format, resolved.output_rate
+        encoder = await open_encoder(fmt, lambda: create_encoder(fmt, rate, streaming=True))
         # Checked against max_input_chars above, which may exceed the utterance's default buffer.
         utterance = open_utterance(state, resolved, protocol=PROTOCOL, max_buffer_chars=state.settings.max_input_chars)
         utterance.feed(speech.transcript)

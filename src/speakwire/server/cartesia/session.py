@@ -28,7 +28,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
-from speakwire.encoders.off_loop import LoopEncoder
+from speakwire.encoders.off_loop import LoopEncoder, open_encoder
 from speakwire.encoders.registry import create_encoder
 from speakwire.errors import (
     BadRequestError,
@@ -215,7 +215,8 @@ class CartesiaSession:
         spec = p.parse_spec(request.fields)
         engine, _, _ = self.state.require_ready()
         resolved = await resolve_speech(self.state, engine, spec.options)
-        encoder = LoopEncoder(create_encoder(spec.output.encoder_format, resolved.output_rate, streaming=True))
+        fmt, rate = spec.output.encoder_format, resolved.output_rate
+        encoder = await open_encoder(fmt, lambda: create_encoder(fmt, rate, streaming=True))
         ctx = _Context(context_id, spec, resolved, encoder)
         ctx.current = self._new_group(ctx)
         ctx.speaker = asyncio.create_task(self._speak(ctx), name=f"cartesia-context-{context_id}")

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Request, WebSocket
 from starlette.responses import JSONResponse, Response
 
-from speakwire.encoders.off_loop import LoopEncoder
+from speakwire.encoders.off_loop import open_encoder
 from speakwire.encoders.registry import CONTENT_TYPES, create_encoder
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.server.deepgram import protocol as p
@@ -104,7 +104,7 @@ def _error(error: p.DeepgramError, request_id: str) -> JSONResponse:
 async def _audio(state: ServerState, utterance: Utterance, fmt: str, rate: int, prefix: bytes) -> AsyncIterator[bytes]:
     """The encoded audio as it is made; the utterance is released however the response ends."""
     try:
-        encoder = LoopEncoder(create_encoder(fmt, rate, streaming=True))
+        encoder = await open_encoder(fmt, lambda: create_encoder(fmt, rate, streaming=True))
         pending = prefix + encoder.header()  # sent with the first audio, so the first byte is audio
         async for event in utterance.events():
             if isinstance(event, AudioReady):

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
 import speakwire
-from speakwire.encoders.off_loop import LoopEncoder
+from speakwire.encoders.off_loop import open_encoder
 from speakwire.encoders.registry import create_encoder
 from speakwire.errors import PayloadTooLargeError, ShuttingDownError, SpeakwireError, TooBusyError
 from speakwire.server.auth import key_matches, offered_key
@@ -251,7 +251,8 @@ class DeepgramSpeakSession:
         """Send the utterance's audio as it is made; False if it was cancelled."""
         assert self._setup is not None
         resolved = self._setup.resolved
-        encoder = LoopEncoder(create_encoder(resolved.response_format, resolved.output_rate, streaming=True))
+        fmt, rate = resolved.response_format, resolved.output_rate
+        encoder = await open_encoder(fmt, lambda: create_encoder(fmt, rate, streaming=True))
         async for event in utterance.events():
             if isinstance(event, AudioReady):
                 data = await encoder.encode(event.samples)

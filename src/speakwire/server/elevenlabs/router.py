@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from starlette.responses import JSONResponse, Response
 
 from speakwire.audio.chunk import Float32Array
-from speakwire.encoders.off_loop import LoopEncoder
+from speakwire.encoders.off_loop import open_encoder
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.server.elevenlabs import protocol as p
 from speakwire.server.elevenlabs.alignment import CharacterAligner, CharTiming, http_alignment
@@ -229,7 +229,7 @@ class _Job:
     async def _chunks(self) -> AsyncIterator[tuple[bytes, list[CharTiming]]]:
         """Encoded audio as it is produced, with the characters whose words start in it."""
         rate = self.fmt.sample_rate
-        encoder = LoopEncoder(self.fmt.encoder(streaming=True))
+        encoder = await open_encoder(self.fmt.codec, lambda: self.fmt.encoder(streaming=True))
         held = encoder.header()
         chars: list[CharTiming] = []
         produced = 0

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 
 from starlette.websockets import WebSocket
 
-from speakwire.encoders.off_loop import LoopEncoder
+from speakwire.encoders.off_loop import open_encoder
 from speakwire.errors import (
     BadRequestError,
     NotReadyError,
@@ -374,7 +374,7 @@ class ElevenLabsSession:
         assert self._query is not None
         fmt = self._query.output_format
         rate = fmt.sample_rate
-        encoder = LoopEncoder(fmt.encoder(streaming=True))
+        encoder = await open_encoder(fmt.codec, lambda: fmt.encoder(streaming=True))
         unsent = encoder.header()
         chars: list[CharTiming] = []
         produced = sent = 0

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from starlette.responses import Response
 
 from speakwire.audio.chunk import Float32Array
-from speakwire.encoders.off_loop import LoopEncoder
+from speakwire.encoders.off_loop import open_encoder
 from speakwire.encoders.registry import CONTENT_TYPES, create_encoder, encode_file
 from speakwire.server.flow import StallingResponse, file_response, write_stall
 from speakwire.server.options import resolve_speech
@@ -125,7 +125,7 @@ class StreamAborted(Exception):
 
 
 async def _raw_stream(utterance: Utterance, fmt: str, rate: int) -> AsyncIterator[bytes]:
-    encoder = LoopEncoder(create_encoder(fmt, rate, streaming=True))
+    encoder = await open_encoder(fmt, lambda: create_encoder(fmt, rate, streaming=True))
     pending = encoder.header()  # sent together with the first audio, so the first byte is audio
     async for event in utterance.events():
         if isinstance(event, AudioReady):
@@ -145,7 +145,7 @@ def _sse(event: dict[str, object]) -> bytes:
 
 async def _sse_stream(utterance: Utterance, fmt: str, rate: int, words: bool = False) -> AsyncIterator[bytes]:
     """SSE deltas; with ``words``, a ``speech.audio.words`` event after the delta of the audio they start in."""
-    encoder = LoopEncoder(create_encoder(fmt, rate, streaming=True))
+    encoder = await open_encoder(fmt, lambda: create_encoder(fmt, rate, streaming=True))
     pending = encoder.header()
     async for event in utterance.events():
         if isinstance(event, AudioReady):
