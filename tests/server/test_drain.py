@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
@@ -192,7 +193,10 @@ async def test_sigterm_lets_streams_in_flight_finish_and_refuses_new_ones(tmp_pa
         done = next(e for e in events if e["type"] == "session.done")
         assert done["total_sentences"] == 2 and kinds.count("audio.done") == 2
         assert not any(e.get("error") for e in events if e["type"] == "audio.done") and audio > 0
-        assert b"".join(received) == reference  # the HTTP stream in flight: its whole body
+        # The HTTP stream in flight: its whole body. Equal to 1 LSB, not byte for byte: a later sentence is decoded
+        # whole or in windows depending on the listener's buffer (under the drain's load, not the reference's).
+        whole, alone = np.frombuffer(b"".join(received), np.int16), np.frombuffer(reference, np.int16)
+        assert len(whole) == len(alone) and int(np.abs(whole.astype(np.int32) - alone).max()) <= 1
         assert exit_code(process, log) == 0, log.read_text()
     text = log.read_text()
     assert "draining" in text and "drain done: 1 session(s) closed after their final event, 0 utterance(s) cut" in text
