@@ -141,15 +141,21 @@ def test_a_finish_racing_a_feed_waits_for_it_and_the_track_is_the_whole_texts(
     collect(row)
 
 
+def _split_sample(data: Any) -> tuple[str, list[str]]:
+    """One of ``SAMPLES`` and the pieces it is fed in, cut at up to 16 drawn places."""
+    text = data.draw(st.sampled_from(SAMPLES))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=16)))
+    return text, [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_incremental_commits_give_the_checkpoints_one_shot_tokens(custom_voice_engine: Any, data: Any) -> None:
     tokenize = custom_voice_engine.loop.prompts.tokenize
-    text = data.draw(st.sampled_from(SAMPLES))
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=16)))
+    text, pieces = _split_sample(data)
     track = TextTrack(tokenize)
-    for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True):
-        track.feed(text[a:b])
+    for piece in pieces:
+        track.feed(piece)
     track.finish()
     assert track.ids == tokenize(text)
 
@@ -165,11 +171,9 @@ def _old_char_position(checkpoints: list[tuple[int, int]], text: str, tokens_rea
 @given(data=st.data())
 def test_char_position_is_the_old_lookup_at_every_position(custom_voice_engine: Any, data: Any) -> None:
     tokenize = custom_voice_engine.loop.prompts.tokenize
-    text = data.draw(st.sampled_from(SAMPLES))
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=16)))
+    _, pieces = _split_sample(data)
     track = TextTrack(tokenize)
     checkpoints: list[tuple[int, int]] = []
-    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
     for index, piece in enumerate([*pieces, None]):
         if piece is None:
             track.finish()

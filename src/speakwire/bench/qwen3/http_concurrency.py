@@ -98,10 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "max_new_tokens": args.frames}  # fmt: skip
         server = speakwire_server(args.out, "--engine", "qwen3", "--model", str(model), "--device", "cpu",
                                   max_streams=64, name="speakwire-qwen3-tiny")  # fmt: skip
-        clients = [http_client(timeout=300) for _ in range(args.streams)]  # one per listener, kept (see http_client)
         with server, contextlib.ExitStack() as stack:
-            for client in clients:
-                stack.enter_context(client)
+            # One client per listener, kept (see http_client); closed however the run ends.
+            clients = [stack.enter_context(http_client(timeout=300)) for _ in range(args.streams)]
             url = server.url
             one_stream(clients[0], url, body)  # warm the path once more
             for client in clients:
@@ -164,7 +163,8 @@ class Phase:
         (step_s, steps), cpu = step_metrics(url), cpu_seconds(pid)
         self.loads.append(os.getloadavg()[0])
         yield
-        (step_s_after, steps_after), cpu_after = step_metrics(url), cpu_seconds(pid)
+        cpu_after = cpu_seconds(pid)  # before the scrape, whose own CPU is not this level's
+        step_s_after, steps_after = step_metrics(url)
         self.cpu_s += cpu_after - cpu
         self.step_s += step_s_after - step_s
         self.steps += steps_after - steps
