@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import logging
@@ -10,17 +9,17 @@ from collections.abc import AsyncIterator
 
 from starlette.responses import Response
 
-from speakwire.audio.chunk import Float32Array
-from speakwire.encoders.off_loop import open_encoder
-from speakwire.encoders.registry import CONTENT_TYPES, create_encoder, encode_file
-from speakwire.server.flow import StallingResponse, file_response, write_stall
+from speakwire.encoders.registry import CONTENT_TYPES
+from speakwire.output import AudioOut, AudioPart, OutputSpec, SegmentEnd, UtteranceEnd
+from speakwire.server.admission import Admitted, admit
+from speakwire.server.audio_response import audio_bytes, streamed_response, whole_file
+from speakwire.server.flow import file_response, write_stall
 from speakwire.server.options import resolve_speech
 from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.speech.protocol import SpeechRequest
 from speakwire.server.state import ServerState
 from speakwire.server.stream.protocol import sentence_timestamps
-from speakwire.server.turns import close_utterance, open_utterance
-from speakwire.synthesis import AudioReady, SegmentFinished, Usage, Utterance, UtteranceFinished
+from speakwire.synthesis import Usage
 
 logger = logging.getLogger(__name__)
 
@@ -68,17 +67,18 @@ async def create_speech(
     check_input(text, state.settings.max_input_chars, INPUT_ERRORS)
     resolved = await resolve_speech(state, engine, body.options())
     fmt, rate = resolved.response_format, resolved.output_rate
+    delivery = body.delivery(accept)
+    out = await AudioOut.open(OutputSpec(fmt, rate, "file" if delivery == "file" else "stream"))
     # The text is already checked against max_input_chars, which an operator may set above the
     # utterance's default buffer; left at the default, feed() would refuse it after admission.
-    utterance = open_utterance(state, resolved, protocol=protocol, max_buffer_chars=state.settings.max_input_chars)
+    admitted = admit(state, resolved, protocol=protocol, max_buffer_chars=state.settings.max_input_chars)
     try:
-        utterance.feed(text)
-        utterance.finish()
+        admitted.utterance.feed(text)
+        admitted.utterance.finish()
     except BaseException:
-        close_utterance(state, utterance, protocol)  # no response will close it: give the slot back now
+        admitted.close()  # no response will close it: give the slot back now
         raise
     headers = audio_headers(rate)
-    delivery = body.delivery(accept)
     words = bool(body.word_timestamps) and delivery == "sse"
     ignored = body.ignored_fields + (["word_timestamps"] if body.word_timestamps and not words else [])
     if ignored:
@@ -86,80 +86,31 @@ async def create_speech(
         headers["X-Ignored-Fields"] = ", ".join(ignored)
     stall = write_stall(state, protocol)
     if delivery == "file":
-        try:
-            data = await _whole_file(utterance, fmt, rate)
-        finally:
-            close_utterance(state, utterance, protocol)
+        data = await whole_file(out, admitted)
         return file_response(data, stall, media_type=CONTENT_TYPES[fmt], headers=headers)
-    stream = _raw_stream(utterance, fmt, rate) if delivery == "audio" else _sse_stream(utterance, fmt, rate, words)
-    return StallingResponse(
-        _closing(state, utterance, protocol, stream), stall,
-        media_type="text/event-stream" if delivery == "sse" else CONTENT_TYPES[fmt], headers=headers,
-    )  # fmt: skip
-
-
-async def _closing(
-    state: ServerState, utterance: Utterance, protocol: str, stream: AsyncIterator[bytes]
-) -> AsyncIterator[bytes]:
-    """Close the utterance however the response ends: done, failed, or the client went away (cancel)."""
-    try:
-        async for data in stream:
-            yield data
-    finally:
-        close_utterance(state, utterance, protocol)
-
-
-async def _whole_file(utterance: Utterance, fmt: str, rate: int) -> bytes:
-    parts: list[Float32Array] = []
-    async for event in utterance.events():
-        if isinstance(event, AudioReady):
-            parts.append(event.samples)
-        elif isinstance(event, SegmentFinished) and event.error is not None:
-            raise event.error
-    return await asyncio.to_thread(encode_file, fmt, rate, parts)
-
-
-class StreamAborted(Exception):
-    """Raised inside a raw audio stream so the server drops the connection: the client must not take a
-    truncated body for complete audio."""
-
-
-async def _raw_stream(utterance: Utterance, fmt: str, rate: int) -> AsyncIterator[bytes]:
-    encoder = await open_encoder(fmt, lambda: create_encoder(fmt, rate, streaming=True))
-    pending = encoder.header()  # sent together with the first audio, so the first byte is audio
-    async for event in utterance.events():
-        if isinstance(event, AudioReady):
-            data = pending + await encoder.encode(event.samples)
-            pending = b""
-            if data:
-                yield data
-        elif isinstance(event, SegmentFinished) and event.error is not None:
-            logger.error("aborting audio stream: %s", event.error.message)
-            raise StreamAborted(event.error.message)
-    yield pending + await encoder.finish()
+    if delivery == "audio":
+        return streamed_response(admitted, audio_bytes(out, admitted), stall, media_type=CONTENT_TYPES[fmt],
+                                 headers=headers)  # fmt: skip
+    return streamed_response(admitted, _sse_stream(out, admitted, words), stall, media_type="text/event-stream",
+                             headers=headers)  # fmt: skip
 
 
 def _sse(event: dict[str, object]) -> bytes:
     return f"data: {json.dumps(event, separators=(',', ':'))}\n\n".encode()
 
 
-async def _sse_stream(utterance: Utterance, fmt: str, rate: int, words: bool = False) -> AsyncIterator[bytes]:
+async def _sse_stream(out: AudioOut, admitted: Admitted, words: bool = False) -> AsyncIterator[bytes]:
     """SSE deltas; with ``words``, a ``speech.audio.words`` event after the delta of the audio they start in."""
-    encoder = await open_encoder(fmt, lambda: create_encoder(fmt, rate, streaming=True))
-    pending = encoder.header()
-    async for event in utterance.events():
-        if isinstance(event, AudioReady):
-            data = pending + await encoder.encode(event.samples)
-            pending = b""
-            if data:
-                yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
-            if words and event.words:
-                yield _sse({"type": "speech.audio.words", "words": sentence_timestamps(event.words, 0.0, 0)})
-        elif isinstance(event, SegmentFinished) and event.error is not None:
-            yield _sse({"type": "speech.audio.error", "error": event.error.to_dict()})
+    async for part in out.parts(admitted.utterance):
+        if isinstance(part, AudioPart):
+            if part.data:
+                yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(part.data).decode()})
+            if words and part.words:
+                yield _sse({"type": "speech.audio.words", "words": sentence_timestamps(part.words, 0.0, 0)})
+        elif isinstance(part, SegmentEnd) and part.error is not None:
+            yield _sse({"type": "speech.audio.error", "error": part.error.to_dict()})
             return
-        elif isinstance(event, UtteranceFinished):
-            tail = pending + await encoder.finish()
-            if tail:
-                yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(tail).decode()})
-            yield _sse({"type": "speech.audio.done", "usage": usage_body(event.usage)})
+        elif isinstance(part, UtteranceEnd):
+            if part.data:
+                yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(part.data).decode()})
+            yield _sse({"type": "speech.audio.done", "usage": usage_body(part.usage)})

@@ -1,0 +1,146 @@
+"""AudioOut: the one loop over an utterance's events, turning them into encoded output parts.
+
+Every protocol used to rebuild this loop (open an encoder, hold the header for the first audio, encode
+each chunk off the loop, gather a sentence or a whole file, finish the codec, count samples for word
+timings). Here it is written once; a protocol maps the parts to its wire messages.
+
+Flow control is kept as the utterance defines it: the stage yields each part and asks the utterance for
+its next event only when the protocol comes back for the next part, so what the protocol has written is
+what the reader took (``synthesis.utterance``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from speakwire.audio.chunk import Float32Array
+from speakwire.encoders.base import Encoder
+from speakwire.encoders.off_loop import LoopEncoder, open_encoder
+from speakwire.encoders.registry import create_encoder
+from speakwire.output.parts import AudioPart, OutputPart, SegmentEnd, SegmentStart, UtteranceEnd
+from speakwire.synthesis.events import AudioReady, SegmentFinished, SegmentStarted, UtteranceFinished
+from speakwire.synthesis.utterance import Utterance
+from speakwire.text.alignment import WordTiming
+
+Framing = Literal["stream", "segment_files", "file"]
+"""How audio leaves: one continuous encoded stream (chunked HTTP, SSE, WebSocket frames), one complete file
+per segment (the speech stream without ``stream_audio``), or one complete file for the whole utterance."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    """What the client asked to receive."""
+
+    codec: str
+    """Our encoder's format name (``pcm``, ``wav``, ``mp3``, ``opus``, ``ulaw``, ...)."""
+    rate: int
+    framing: Framing = "stream"
+    make_encoder: Callable[[bool], Encoder] | None = field(default=None, compare=False)
+    """Builds the encoder (argument: streaming); default ``create_encoder(codec, rate, ...)``. A dialect
+    with its own codec settings (ElevenLabs' bitrates) passes its own."""
+    prefix: bytes = b""
+    """Bytes sent before the encoder's header with the first audio (Deepgram's WAV container)."""
+    gain: float = 1.0
+    """Applied to the samples before encoding (Cartesia's ``volume``)."""
+
+    def encoder(self, *, streaming: bool) -> Encoder:
+        if self.make_encoder is not None:
+            return self.make_encoder(streaming)
+        return create_encoder(self.codec, self.rate, streaming=streaming)
+
+
+class AudioOut:
+    """One audio output: an encoder opened once, fed by one utterance, or by several in turn (``keep_open``).
+
+    Build it with ``await AudioOut.open(spec)`` (an FFmpeg codec opens on the encode pool), then iterate
+    ``parts(utterance)``. Positions (``start``) count output samples from the first this output sent.
+    """
+
+    def __init__(self, spec: OutputSpec, encoder: LoopEncoder | None) -> None:
+        self.spec = spec
+        self._encoder = encoder
+        self._pending = spec.prefix + (encoder.header() if encoder is not None else b"")
+        """Bytes held for the first audio, so a stream's first byte is audio."""
+        self.position = 0
+        """Output samples so far (all utterances of this output)."""
+        self.utterance_start = 0
+        """Output sample at which the utterance being spoken began: engine word times count from it."""
+        self._finished = False
+
+    @classmethod
+    async def open(cls, spec: OutputSpec) -> AudioOut:
+        """Open the output's encoder (``BadRequestError`` for a rate the codec refuses is raised here)."""
+        if spec.framing != "stream":
+            return cls(spec, None)  # files are encoded whole, on a thread, when their audio is all in
+        return cls(spec, await open_encoder(spec.codec, lambda: spec.encoder(streaming=True)))
+
+    async def parts(self, utterance: Utterance, *, keep_open: bool = False) -> AsyncIterator[OutputPart]:
+        """The utterance's output, in order, ending with ``UtteranceEnd``.
+
+        With ``keep_open`` the stream's codec is not finished at the end: the next utterance continues it.
+        """
+        spec = self.spec
+        self.utterance_start = self.position
+        utterance_samples = segment_samples = 0
+        segment_words: list[WordTiming] = []
+        gathered: list[Float32Array] = []
+        """The samples of the file being gathered (a segment's or the utterance's)."""
+        next_offset = 0
+        async for event in utterance.events():
+            if isinstance(event, AudioReady):
+                samples = event.samples if spec.gain == 1.0 else event.samples * spec.gain
+                count = len(samples)
+                data = b""
+                if self._encoder is not None:
+                    data = self._pending + await self._encoder.encode(samples)
+                    self._pending = b""
+                else:
+                    gathered.append(samples)
+                part = AudioPart(event.index, data, count, self.position, event.words)
+                self.position += count
+                utterance_samples += count
+                segment_samples += count
+                segment_words.extend(event.words)
+                yield part
+            elif isinstance(event, SegmentStarted):
+                segment_samples, segment_words = 0, []
+                offset, next_offset = next_offset, next_offset + len(event.text)
+                if spec.framing == "segment_files":
+                    gathered = []
+                yield SegmentStart(event.index, event.text, offset, self.position)
+            elif isinstance(event, SegmentFinished):
+                file = b""
+                if spec.framing == "segment_files" and gathered and event.error is None:
+                    file = await self._file(gathered)
+                    gathered = []
+                yield SegmentEnd(event.index, segment_samples, tuple(segment_words), event.error, file)
+            elif isinstance(event, UtteranceFinished):
+                data = b""
+                if not event.cancelled:
+                    if spec.framing == "file":
+                        data = await self._file(gathered)
+                    elif self._encoder is not None and not keep_open:
+                        data = await self.finish()
+                yield UtteranceEnd(event.usage, event.cancelled, data, utterance_samples)
+                return
+
+    async def finish(self) -> bytes:
+        """The stream's last bytes (held header included); once, then empty."""
+        if self._finished or self._encoder is None:
+            return b""
+        self._finished = True
+        data, self._pending = self._pending + await self._encoder.finish(), b""
+        return data
+
+    async def _file(self, parts: list[Float32Array]) -> bytes:
+        """One complete file of ``parts`` (real sizes in its header), encoded on a thread."""
+        prefix, self._pending = self._pending, b""
+        return prefix + await asyncio.to_thread(_encode_whole, self.spec.encoder(streaming=False), parts)
+
+
+def _encode_whole(encoder: Encoder, parts: list[Float32Array]) -> bytes:
+    """The same bytes as ``encoders.registry.encode_file``, from any encoder."""
+    return encoder.header() + b"".join(encoder.encode(part) for part in parts) + encoder.finish()

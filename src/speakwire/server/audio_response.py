@@ -1,0 +1,62 @@
+"""The one HTTP audio path: a response body that owns its utterance's admission and streams its output.
+
+Every HTTP route that speaks (OpenAI, SageMaker's ``/invocations``, ElevenLabs, Cartesia, Deepgram) builds
+its body from ``AudioOut`` parts and hands it here, so the slot is given back however the response ends
+(done, failed, the client gone, a stalled reader let go) and a failed segment ends the body the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+
+from speakwire.output import AudioOut, AudioPart, SegmentEnd, UtteranceEnd
+from speakwire.server.admission import Admitted
+from speakwire.server.flow import StallingResponse, WriteStall
+
+logger = logging.getLogger(__name__)
+
+
+class StreamAborted(Exception):
+    """Raised inside a streamed body so the server drops the connection: the client must not take a
+    truncated body for complete audio."""
+
+
+def streamed_response(
+    admitted: Admitted,
+    body: AsyncIterator[bytes],
+    stall: WriteStall,
+    *,
+    media_type: str,
+    headers: Mapping[str, str] | None = None,
+) -> StallingResponse:
+    """``body`` as a streamed response; the admission is released however the response ends."""
+
+    async def owning() -> AsyncIterator[bytes]:
+        async with admitted:
+            async for data in body:
+                yield data
+
+    return StallingResponse(owning(), stall, media_type=media_type, headers=headers)
+
+
+async def audio_bytes(out: AudioOut, admitted: Admitted) -> AsyncIterator[bytes]:
+    """The encoded stream as it is made; a failed segment aborts the body (``StreamAborted``)."""
+    async for part in out.parts(admitted.utterance):
+        if isinstance(part, AudioPart | UtteranceEnd):
+            if part.data:
+                yield part.data
+        elif isinstance(part, SegmentEnd) and part.error is not None:
+            logger.error("aborting the %s audio stream: %s", admitted.protocol, part.error.message)
+            raise StreamAborted(part.error.message)
+
+
+async def whole_file(out: AudioOut, admitted: Admitted) -> bytes:
+    """The utterance as one file (``out`` with ``file`` framing); a failed segment raises its error."""
+    async with admitted:
+        async for part in out.parts(admitted.utterance):
+            if isinstance(part, SegmentEnd) and part.error is not None:
+                raise part.error
+            if isinstance(part, UtteranceEnd):
+                return part.data
+    return b""
