@@ -1,5 +1,10 @@
-"""Kept path (an open issue names it): ``speakwire bench qwen3-step-profile``, the same code and options."""
+"""Kept path (an open issue names it): ``python -m bench.qwen3.step_profile``, the same code and options."""
 
-from speakwire.bench.qwen3.step_profile import main
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: the checkout's root, for ``bench``
+
+from bench.qwen3.step_profile import main
 
 raise SystemExit(main())

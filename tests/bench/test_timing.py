@@ -6,8 +6,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-
-from speakwire.bench.timing import afirst_chunk_s, first_chunk_s
+from bench.timing import afirst_chunk_s, first_chunk_s
 
 
 def test_first_chunk_s_times_the_first_audio_chunk_and_reads_the_rest() -> None:

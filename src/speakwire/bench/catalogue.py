@@ -1,4 +1,4 @@
-"""Every benchmark by name, and ``speakwire bench [NAME] [options]`` choosing one of them.
+"""The packaged benchmarks by name, and ``speakwire bench [NAME] [options]`` choosing one of them.
 
 Names map to modules, not to imported functions: a benchmark's module (and its heavy dependencies,
 torch or a vendor SDK) is imported only when that benchmark runs, so ``speakwire --help`` costs nothing.
@@ -27,20 +27,29 @@ BENCHMARKS: dict[str, Benchmark] = {
     "load": Benchmark("load", "closed loop: first audio, underruns and throughput vs concurrent streams"),
     "open-loop": Benchmark("open_loop", "Poisson arrivals of LLM-fed WebSocket streams near capacity, then a burst"),
     "first-audio": Benchmark("first_audio", "first audio of one paragraph over HTTP and the WebSocket"),
-    "dialect-latency": Benchmark("dialect_latency", "first audio through each vendor's own client"),
-    "wyoming": Benchmark("wyoming", "our Wyoming port against wyoming-piper, one wyoming-bench run"),
-    "stalled-readers": Benchmark("stalled_readers", "memory and CPU that clients which stop reading cost"),
-    "soak": Benchmark("soak", "server memory under mixed, messy traffic (~30 min)"),
-    "memory-growth": Benchmark("memory_growth", "Piper engine memory under varied input lengths"),
-    "ort-tuning": Benchmark("ort_tuning", "onnxruntime thread settings for Piper"),
-    "piper-first-chunk": Benchmark("piper_first_chunk", "Piper first chunk, frame-streamed vs whole sentences"),
-    "qwen3-batching": Benchmark("qwen3.batching", "the Qwen3 generation loop against the package's generate"),
-    "qwen3-first-audio": Benchmark("qwen3.first_audio", "Qwen3 streamed first chunk against the package's result"),
-    "qwen3-http-concurrency": Benchmark("qwen3.http_concurrency", "a Qwen3 server: 8 concurrent streams against one"),
-    "qwen3-voice-library": Benchmark("qwen3.voice_library", "first audio with a saved voice vs inline references"),
-    "qwen3-step-profile": Benchmark("qwen3.step_profile", "one generation-loop step counted: ops, copies, host ms"),
     "qwen3-gpu": Benchmark("qwen3.gpu", "the real 0.6B/1.7B architectures on a GPU (random weights)"),
 }
+"""The benchmarks a user runs, shipped in the package behind the ``[bench]`` extra."""
+
+DEVELOPER: dict[str, str] = {
+    "dialect-latency": "bench.dialect_latency",
+    "wyoming": "bench.wyoming",
+    "stalled-readers": "bench.stalled_readers",
+    "soak": "bench.soak",
+    "memory-growth": "bench.memory_growth",
+    "ort-tuning": "bench.ort_tuning",
+    "piper-first-chunk": "bench.piper_first_chunk",
+    "qwen3-batching": "bench.qwen3.batching",
+    "qwen3-first-audio": "bench.qwen3.first_audio",
+    "qwen3-http-concurrency": "bench.qwen3.http_concurrency",
+    "qwen3-voice-library": "bench.qwen3.voice_library",
+    "qwen3-step-profile": "bench.qwen3.step_profile",
+}
+"""Names that were ``speakwire bench`` commands and now live in the checkout's ``bench/`` folder: their modules.
+
+They need the source checkout (the tests' fixtures) or the vendor SDKs of the ``[test]`` extra, so the
+package does not carry them; ``speakwire bench NAME`` answers with the command that runs them now.
+"""
 
 
 def module_name(name: str) -> str:
@@ -55,10 +64,10 @@ def argument_parser(module: str, doc: str | None, **kwargs: object) -> argparse.
     if module == "__main__":  # python -m speakwire.bench.<module>: the module's own name is in its spec
         spec = getattr(sys.modules["__main__"], "__spec__", None)
         module = spec.name if spec is not None else module
-    name = next((n for n, b in BENCHMARKS.items() if module == f"speakwire.bench.{b.module}"), module)
+    name = next((n for n, b in BENCHMARKS.items() if module == f"speakwire.bench.{b.module}"), None)
     first, _, rest = (doc or "").strip().partition("\n")
     return argparse.ArgumentParser(
-        prog=f"speakwire bench {name}",
+        prog=f"speakwire bench {name}" if name else f"python -m {module}",
         description=first,
         epilog=rest.strip() or None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -76,6 +85,9 @@ def overview() -> str:
         "",
         "benchmarks:",
         *(f"  {name:<{width}}  {b.summary} ({module_name(name)})" for name, b in BENCHMARKS.items()),
+        "",
+        "Developer benchmarks (the tests' fixtures, vendor SDKs, tuning studies) run from a source checkout's",
+        "root as 'python -m bench.<module>' (bench/README.md lists them).",
     ]
     return "\n".join(lines) + "\n"
 
@@ -86,6 +98,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args and args[0] in ("-h", "--help"):
         print(overview(), end="")
         return 0
+    if args and args[0] in DEVELOPER:
+        print(
+            f"speakwire bench: {args[0]!r} is a developer benchmark, not shipped in the package: from a source "
+            f"checkout's root run\n  python -m {DEVELOPER[args[0]]} {' '.join(args[1:])}".rstrip(),
+            file=sys.stderr,
+        )
+        return 2
     if args and args[0] in BENCHMARKS:
         name, rest = args[0], args[1:]
     elif args and not args[0].startswith("-"):

@@ -3,12 +3,13 @@
 For each model: build a random-weight checkpoint from the published configs (``qwen3.random_checkpoint``),
 load it with ``load_qwen3_engine`` (bf16 on CUDA), then measure
 
-* **equality**: greedy codes of the generation loop against the package's ``generate`` for the same request
-  (frames equal before the first difference), the streamed waveform against the package's audio, and the
-  bf16 streamed decode (our chunk schedule) against one full decode of the same codes;
+* **equality**: the bf16 streamed decode (our chunk schedule) against one full decode of the same codes (the
+  developer run ``python -m bench.qwen3.gpu_check``, which ``bench/gpu/run.sh`` runs, adds greedy codes of the
+  generation loop against the ``qwen_tts`` package's ``generate`` and the streamed waveform against its audio);
 * **concurrency**: N streams started at once (1, 4, 16, 32, 64) and 16 streams started over two seconds,
   each a voice-cloning (ICL) utterance of ``--frames`` frames with EOS steered off: time to first audio
-  p50/p95, real-time factor per stream, aggregate audio seconds per second, underruns against real-time
+  (the first chunk, and the first audible sample: ``speakwire.bench.audible``) p50/p95, real-time factor
+  per stream, aggregate audio seconds per second, underruns against real-time
   playback from each stream's first chunk, the loop's mean batch and step time, and peak GPU memory.
 
 Then the loop's whole static step (talker decode, code predictor, sampling: ``static_step``) is captured as
@@ -19,7 +20,7 @@ Results go to ``--out`` (JSON and markdown) after every measurement, so a run cu
 
     bash bench/gpu/fetch_wheels.sh                   # on the dev machine: the wheels the GPU image lacks
     # then, on the GPU machine (device tool: carry [".whl"]):
-    bash bench/gpu/run.sh                            # = python3 -m speakwire.bench.qwen3.gpu --out $OUT
+    bash bench/gpu/run.sh                            # = python3 -m bench.qwen3.gpu_check --out $OUT
     speakwire bench qwen3-gpu --device cpu --models 0.6B-Base --levels 1,2 --frames 8   # a smoke run on CPU
 """
 
@@ -31,12 +32,11 @@ import logging
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from speakwire.bench.catalogue import argument_parser
-from speakwire.bench.checkout import tests_on_path
 from speakwire.bench.concurrency import together
 from speakwire.bench.machine import describe
 from speakwire.bench.playback import simulate
@@ -50,7 +50,11 @@ TEXT = (
 FRAME_S = 0.08
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+Equality = Callable[[Any, Any, int], dict[str, Any]]
+"""More equality checks, ``(torch, engine, frames) -> figures``, run beside the package's own (``gpu_check``)."""
+
+
+def main(argv: Sequence[str] | None = None, *, equality: Equality | None = None) -> int:
     parser = argument_parser(__name__, __doc__)
     parser.add_argument("--models", default="0.6B-Base,1.7B-Base")
     parser.add_argument("--levels", default="1,4,16,32,64")
@@ -71,8 +75,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import torch
 
-    tests_on_path()  # the tests' clips and EOS steering
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("speakwire.engines.qwen3.engine").setLevel(logging.ERROR)  # capped on purpose
     started = time.monotonic()
@@ -83,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         report: dict[str, Any] = {}
         result["models"][name] = report
         try:
-            _run_model(torch, name, args, report, lambda: write_results(args.out, result, _markdown(result)), started)
+            save = lambda: write_results(args.out, result, _markdown(result))  # noqa: E731
+            _run_model(torch, name, args, report, save, started, equality)
         except Exception as exc:  # report what broke and go on to the next model
             logging.exception("model %s failed", name)
             report["error"] = f"{type(exc).__name__}: {exc}"
@@ -92,7 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _run_model(torch: Any, name: str, args: Any, report: dict[str, Any], save: Any, started: float) -> None:
+def _run_model(
+    torch: Any, name: str, args: Any, report: dict[str, Any], save: Any, started: float, equality: Equality | None
+) -> None:
     from speakwire.bench.qwen3.random_checkpoint import build_random_checkpoint
     from speakwire.engines.qwen3 import load_qwen3_engine
 
@@ -109,9 +114,12 @@ def _run_model(torch: Any, name: str, args: Any, report: dict[str, Any], save: A
     report["weights_gib"] = engine.memory.weights / 2**30
     try:
         t0 = time.perf_counter()
-        list(engine.synthesize("Hello.", _request(engine, 0, 10)))
+        list(engine.synthesize("Hello.", request(engine, 0, 10)))
         report["warm_up_s"] = time.perf_counter() - t0
-        report["equality"] = _equality(torch, engine, args.equality_frames)
+        report["equality"] = {
+            **(equality(torch, engine, args.equality_frames) if equality else {}),
+            **_stream_decode_equality(torch, engine),
+        }
         report["gc_frozen_objects"] = gc_heap.freeze_startup_heap()  # as the server does before /ready
         save()
         levels = [int(n) for n in args.levels.split(",")]
@@ -146,7 +154,7 @@ def _with_graphs(torch: Any, engine: Any, args: Any, report: dict[str, Any], sav
     from speakwire.engines.qwen3.generation_loop import RowEnd
 
     def greedy_codes() -> Any:
-        row = engine.open_row(_request(engine, 5, 40, greedy=True))
+        row = engine.open_row(request(engine, 5, 40, greedy=True))
         row.feed(TEXT)
         row.finish()
         frames = []
@@ -182,9 +190,9 @@ def _with_graphs(torch: Any, engine: Any, args: Any, report: dict[str, Any], sav
         save()
 
 
-def _request(engine: Any, seed: int, frames: int, *, greedy: bool = False) -> Any:
-    from qwen3_testing import noise_clip
-
+def request(engine: Any, seed: int, frames: int, *, greedy: bool = False) -> Any:
+    """A prepared voice-cloning request of ``frames`` frames (greedy: no sampling, for code comparisons)."""
+    from speakwire.bench.qwen3.steering import noise_clip
     from speakwire.engines.base import SynthesisRequest
 
     request = SynthesisRequest(
@@ -196,48 +204,11 @@ def _request(engine: Any, seed: int, frames: int, *, greedy: bool = False) -> An
     return engine.prepare(engine.validate(request))
 
 
-def _equality(torch: Any, engine: Any, frames: int = 60) -> dict[str, Any]:
+def _stream_decode_equality(torch: Any, engine: Any) -> dict[str, Any]:
+    """The streamed decode (our chunk schedule) of random codes against one full decode of them."""
     import numpy as np
-    from qwen3_testing import steer_eos
 
-    from speakwire.engines.qwen3.generation_loop import RowEnd
     from speakwire.engines.qwen3.stream_decoder import StreamDecoder
-
-    out: dict[str, Any] = {}
-    request = _request(engine, 3, frames, greedy=True)
-    with steer_eos(engine, after=None):
-        row = engine.open_row(request)
-        row.feed(TEXT)
-        row.finish()
-        ours = []
-        while not isinstance(event := row.events.get(timeout=120), RowEnd):
-            ours.append(event.codes)
-        recorded: list[Any] = []
-        tokenizer = engine.tts_model.model.speech_tokenizer
-        inner = tokenizer.decode
-
-        def decode(items: Any) -> Any:  # records the codes the package decodes
-            recorded.append(items[0]["audio_codes"])
-            return inner(items)
-
-        tokenizer.decode = decode
-        try:
-            engine._generate(TEXT, request, max_new_tokens=frames + 1)
-        finally:
-            tokenizer.decode = inner
-    theirs = recorded[0][int(engine._history(request).shape[0]) :]
-    n = min(len(ours), len(theirs))
-    a, b = torch.stack(ours).cpu()[:n], theirs.cpu()[:n]
-    same = int((a == b).all(dim=1).long().cumprod(0).sum())
-    out["greedy_codes_equal_frames"] = f"{same} of {min(len(a), len(b))}"
-
-    short = max(2, frames * 2 // 3)
-    with steer_eos(engine, after=short):
-        streamed = np.concatenate([c.samples for c in engine.synthesize(TEXT, _request(engine, 3, short, greedy=True))])
-        full = engine.synthesize_full(TEXT, _request(engine, 3, short, greedy=True)).samples
-    n = min(len(streamed), len(full))
-    out["greedy_audio_max_abs_diff"] = float(np.abs(streamed[:n] - full[:n]).max()) if n else None
-    out["greedy_audio_lengths"] = [len(streamed), len(full)]
 
     decoder = engine.tts_model.model.speech_tokenizer.model.decoder
     generator = torch.Generator(device="cpu").manual_seed(0)
@@ -250,17 +221,17 @@ def _equality(torch: Any, engine: Any, frames: int = 60) -> dict[str, Any]:
     with torch.inference_mode():
         whole = decoder(codes.T.unsqueeze(0))[0, 0].float().cpu().numpy()
     chunked = np.concatenate(pieces)
-    out["bf16_stream_decode_max_abs_diff"] = float(np.abs(chunked - whole[: len(chunked)]).max())
-    out["decode_dtype"] = str(next(decoder.parameters()).dtype)
-    return out
+    return {
+        "bf16_stream_decode_max_abs_diff": float(np.abs(chunked - whole[: len(chunked)]).max()),
+        "decode_dtype": str(next(decoder.parameters()).dtype),
+    }
 
 
 def _level(torch: Any, engine: Any, streams: int, frames: int, *, stagger_s: float) -> dict[str, Any]:
-    from qwen3_testing import steer_eos
-
+    from speakwire.bench.qwen3.steering import steer_eos
     from speakwire.engines.qwen3.generation_loop import LoopStats
 
-    requests = [_request(engine, seed, frames) for seed in range(streams)]
+    requests = [request(engine, seed, frames) for seed in range(streams)]
     results: list[dict[str, float]] = [{} for _ in range(streams)]
 
     def one(i: int) -> None:
@@ -302,16 +273,16 @@ def _level(torch: Any, engine: Any, streams: int, frames: int, *, stagger_s: flo
 
 def _profile(torch: Any, engine: Any, streams: int, path: Path) -> None:
     """Where a step's time goes: torch.profiler over ``streams`` rows of 40 frames, top operators by device time."""
-    from qwen3_testing import steer_eos
     from torch.profiler import ProfilerActivity, profile
 
+    from speakwire.bench.qwen3.steering import steer_eos
     from speakwire.engines.qwen3.generation_loop import RowEnd
 
     activities = [ProfilerActivity.CPU]
     if engine.info.extra.get("device", "").startswith("cuda"):
         activities.append(ProfilerActivity.CUDA)
     with steer_eos(engine, after=None), profile(activities=activities) as prof:
-        rows = [engine.open_row(_request(engine, seed, 40)) for seed in range(streams)]
+        rows = [engine.open_row(request(engine, seed, 40)) for seed in range(streams)]
         for row in rows:
             row.feed(TEXT)
             row.finish()

@@ -3,8 +3,9 @@
 ``configs/`` holds the published ``config.json`` of Qwen3-TTS-12Hz-0.6B-Base, its speech
 tokenizer's config and its generation config (sources in SOURCES.md). The 1.7B-Base config differs from
 the 0.6B one only in the fields ``ONE_B_SEVEN`` sets (the talker's width and the speaker encoder's output),
-as SOURCES.md records. The text tokenizer is the tests' small byte-level BPE: token ids only feed
-embeddings here, so any tokenizer that yields the role tokens the package slices by will do.
+as SOURCES.md records. The text tokenizer is a small byte-level BPE trained here on a few phrases (the tests
+build the same one): token ids only feed embeddings, so any tokenizer that yields the role tokens the package
+slices by will do.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from speakwire.bench.checkout import tests_on_path
-
 CONFIGS = Path(__file__).with_name("configs")
+SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tts_pad>", "<tts_text_bos>", "<tts_text_eod>")
 ONE_B_SEVEN = {"tts_model_size": "1b7", "speaker_encoder_config.enc_dim": 2048,
                "talker_config.hidden_size": 2048, "talker_config.intermediate_size": 6144}  # fmt: skip
 
@@ -41,9 +41,6 @@ def build_random_checkpoint(out: Path, name: str, *, device: str, dtype: Any) ->
     """Write a loadable checkpoint directory for ``name`` with random weights; returns it."""
     import torch
 
-    tests_on_path()
-    from tiny_checkpoint import _SPECIALS, _text_tokenizer
-
     from speakwire.engines.qwen3.compat import import_qwen_tts
 
     import_qwen_tts()
@@ -54,9 +51,9 @@ def build_random_checkpoint(out: Path, name: str, *, device: str, dtype: Any) ->
 
     torch.manual_seed(0)
     directory = out / name
-    text_tokenizer = _text_tokenizer()
+    text_tokenizer = text_tokenizer_with_roles()
     raw = published_config(name)
-    ids = {token: text_tokenizer.convert_tokens_to_ids(token) for token in _SPECIALS}
+    ids = {token: text_tokenizer.convert_tokens_to_ids(token) for token in SPECIALS}
     raw.update(im_start_token_id=ids["<|im_start|>"], im_end_token_id=ids["<|im_end|>"],
                tts_pad_token_id=ids["<tts_pad>"], tts_bos_token_id=ids["<tts_text_bos>"],
                tts_eos_token_id=ids["<tts_text_eod>"])  # fmt: skip
@@ -89,6 +86,25 @@ def build_random_checkpoint(out: Path, name: str, *, device: str, dtype: Any) ->
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
     return directory
+
+
+def text_tokenizer_with_roles() -> Any:
+    """A byte-level BPE with Qwen's chat special tokens, trained on a few phrases."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import Qwen2TokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=list(SPECIALS), initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    bpe.train_from_iterator(["assistant\n", "user\n", "hello world, this is a tiny test.", "Hi there!"] * 50, trainer)
+    tokenizer = Qwen2TokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=bpe, unk_token=None, bos_token=None, eos_token="<|endoftext|>", pad_token="<|endoftext|>"
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": list(SPECIALS[1:])})
+    return tokenizer
 
 
 def _speech_like_levels(torch: Any, speech: Any) -> None:

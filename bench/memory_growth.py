@@ -6,9 +6,9 @@ them latency-critical (frame-streamed first sentence), half whole sentences. It 
 memory after a warm-up, right after every round (freed pages not yet returned count too), and after
 6 s idle, and the throughput (audio seconds per wall second).
 
-    speakwire bench memory-growth                      # every configuration, one after the other
-    speakwire bench memory-growth --configs arena,bounded --rounds 12
-    speakwire bench memory-growth --speed 4            # speed on one worker thread, interleaved by process
+    python -m bench.memory_growth                      # every configuration, one after the other
+    python -m bench.memory_growth --configs arena,bounded --rounds 12
+    python -m bench.memory_growth --speed 4            # speed on one worker thread, interleaved by process
 
 Configurations:
 
@@ -145,7 +145,7 @@ def speed(configs: list[str], rounds: int) -> dict[str, dict[str, list[float]]]:
 
 def _run_child(extra: list[str]) -> Any:
     env = {k: v for k, v in os.environ.items() if k not in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")}
-    argv = [sys.executable, "-m", "speakwire.bench.memory_growth", *extra]
+    argv = [sys.executable, "-m", "bench.memory_growth", *extra]
     out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
 

@@ -13,7 +13,7 @@ Reported per level: aggregate frames/s and audio-seconds per second (real-time m
 p50/p95, the loop's mean batch and host time per step, and the ratios loop/package. Results go to
 ``--out`` as JSON and markdown.
 
-    speakwire bench qwen3-batching --threads 1 --out bench/results/qwen3-cpu-batching
+    python -m bench.qwen3.batching --threads 1 --out bench/results/qwen3-cpu-batching
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.checkout import tests_on_path
 from speakwire.bench.catalogue import argument_parser
-from speakwire.bench.checkout import tests_on_path
 from speakwire.bench.concurrency import together
 from speakwire.bench.machine import describe, one_line
 from speakwire.bench.results import percentile, write_results

@@ -16,7 +16,7 @@ process's CPU time (``/proc/<pid>/stat``, all its threads) per second of audio, 
 around it: CPU per audio-second solo over CPU per audio-second at 8 streams is how much the batching
 saves, whatever the machine's load.
 
-    speakwire bench qwen3-http-concurrency --out bench/results/qwen3-http-concurrency-2core/<name>
+    python -m bench.qwen3.http_concurrency --out bench/results/qwen3-http-concurrency-2core/<name>
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import Any
 
 import httpx
 
+from bench.checkout import tests_on_path
 from speakwire.bench.catalogue import argument_parser
-from speakwire.bench.checkout import tests_on_path
 from speakwire.bench.concurrency import together
 from speakwire.bench.http_client import http_client
 from speakwire.bench.machine import describe, one_line

@@ -2,7 +2,7 @@
 
 The server must run with a Wyoming port (``speakwire serve --wyoming-port 10200``). ``base_url`` may be the
 Wyoming URI (``tcp://127.0.0.1:10200``) or the server's HTTP URL, whose host is then used with
-``SPEAKWIRE_WYOMING_PORT`` (default 10200; ``speakwire bench dialect-latency`` sets it).
+``SPEAKWIRE_WYOMING_PORT`` (default 10200; ``python -m bench.dialect_latency`` sets it).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
-from speakwire.bench.dialects import Probe
-from speakwire.bench.timing import afirst_chunk_s
+from bench.dialects import Probe
+from bench.timing import afirst_chunk_s
 
 TIMEOUT_S = 60
 

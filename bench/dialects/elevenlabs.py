@@ -12,9 +12,9 @@ import time
 
 from elevenlabs.client import ElevenLabs
 
-from speakwire.bench.dialects import Probe
+from bench.dialects import Probe
+from bench.timing import first_chunk_s
 from speakwire.bench.servers import websocket_url
-from speakwire.bench.timing import first_chunk_s
 
 
 def first_audio_s(base_url: str, text: str, api_key: str = "unused") -> float:

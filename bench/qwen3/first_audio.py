@@ -16,8 +16,8 @@ seconds), whose talker emits EOS at random: ``--frames`` then steers EOS so ever
 run makes exactly that many frames. With a real checkpoint, leave ``--frames`` 0
 to let the model stop by itself.
 
-    speakwire bench qwen3-first-audio --threads 1          # tiny model, 50 frames (4 s of audio)
-    speakwire bench qwen3-first-audio --model /models/Qwen3-TTS-12Hz-0.6B-CustomVoice --frames 0
+    python -m bench.qwen3.first_audio --threads 1          # tiny model, 50 frames (4 s of audio)
+    python -m bench.qwen3.first_audio --model /models/Qwen3-TTS-12Hz-0.6B-CustomVoice --frames 0
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.checkout import tests_on_path
 from speakwire.bench.catalogue import argument_parser
-from speakwire.bench.checkout import tests_on_path
 from speakwire.bench.machine import describe, one_line
 
 TEXT = "hello world, this is a tiny test of streaming speech."

@@ -23,9 +23,9 @@ the loop's own thread:
 from: the talker's layers, the code predictor's layers, sampling, or the glue around them (read off the
 Python stack of each op).
 
-    speakwire bench qwen3-step-profile --arch 0.6B --rows 16 --json    # or: python bench/qwen3_step_profile.py ...
-    speakwire bench qwen3-step-profile --arch 0.6B --rows 1,16,64 --out bench/results/qwen3-step-profile
-    speakwire bench qwen3-step-profile --arch 0.6B --rows 16 --timed-steps 1 --breakdown
+    python -m bench.qwen3.step_profile --arch 0.6B --rows 16 --json    # or: python bench/qwen3_step_profile.py ...
+    python -m bench.qwen3.step_profile --arch 0.6B --rows 1,16,64 --out bench/results/qwen3-step-profile
+    python -m bench.qwen3.step_profile --arch 0.6B --rows 16 --timed-steps 1 --breakdown
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.checkout import tests_on_path
 from speakwire.bench.catalogue import argument_parser
-from speakwire.bench.checkout import tests_on_path
 from speakwire.bench.machine import describe, one_line
 from speakwire.bench.results import write_results
 
@@ -419,7 +419,7 @@ def save(out: Path, machine: dict[str, Any], results: list[dict[str, Any]], args
         "",
         f"{args.label}" if args.label else "",
         f"{one_line(machine)}; x-vector voice-cloning rows, EOS steered off. "
-        "`speakwire bench qwen3-step-profile --arch A --rows N`.",
+        "`python -m bench.qwen3.step_profile --arch A --rows N`.",
         "",
         "| arch | rows | ops eager | ops static | h2d/step | d2h/step | host ms/step (static) "
         "| burst-16 prefill forwards |",

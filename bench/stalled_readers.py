@@ -18,7 +18,7 @@ The server's sockets get a 128 KiB send buffer and the stalled clients a 64 KiB 
 ``--parts http`` (or ``stalled``) runs one phase only, after the same idle reading. The warm-up speaks two
 sentences, so that both of Piper's paths have run once before idle is read.
 
-    SPEAKWIRE_WRITE_STALL_TIMEOUT=60 speakwire bench stalled-readers --out bench/results/stalled-readers-2core/a.json
+    SPEAKWIRE_WRITE_STALL_TIMEOUT=60 python -m bench.stalled_readers --out bench/results/stalled-readers-2core/a.json
 
 Reports the minimum RSS of the idle windows (pages the trim gives back come back slowly) and, above it: the
 peak of the stalled phase (engine working memory of eight streams synthesizing at once included), the

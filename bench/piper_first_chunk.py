@@ -1,7 +1,7 @@
 """Piper time to first chunk and total time, frame-streamed vs whole sentences: what does streaming buy?
 
-    speakwire bench piper-first-chunk                    # ~1-2 minutes on 2 cores
-    speakwire bench piper-first-chunk --repeats 3 --threads 2
+    python -m bench.piper_first_chunk                    # ~1-2 minutes on 2 cores
+    python -m bench.piper_first_chunk --repeats 3 --threads 2
 
 Why: ``PiperOptions.stream_frames`` yields each sentence in growing windows of frames after the
 frontend (``speakwire.engines.piper_stream``), instead of one chunk when the whole sentence is decoded.

@@ -1,13 +1,13 @@
 """Time to first audio per dialect: the same reply, the same server, each vendor's own client.
 
 Starts ``python -m speakwire serve`` (embedded Piper voice, Wyoming port on) on loopback, or measures
-``--url``, then runs every probe of ``speakwire.bench.dialects`` round-robin (one request at a time, so
+``--url``, then runs every probe of ``bench.dialects`` round-robin (one request at a time, so
 they never compete; round 0 warms every path up and is not counted) and reports min / median / max per
 probe and the ratio of each median to the plain OpenAI HTTP one. A probe whose client is not installed
 or that fails is reported as an error; the others still run.
 
-    speakwire bench dialect-latency --out bench/results/dialects-2core [--rounds 7]
-    speakwire bench dialect-latency --probes cartesia,cartesia_sse --rounds 5   # some probes, no files
+    python -m bench.dialect_latency --out bench/results/dialects-2core [--rounds 7]
+    python -m bench.dialect_latency --probes cartesia,cartesia_sse --rounds 5   # some probes, no files
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.dialects import DIALECTS, Probe
 from speakwire.bench.catalogue import argument_parser
-from speakwire.bench.dialects import DIALECTS, Probe
 from speakwire.bench.machine import describe, one_line
 from speakwire.bench.results import write_results
 from speakwire.bench.servers import free_port, speakwire_server
@@ -37,7 +37,7 @@ def load_probes(errors: dict[str, str]) -> dict[str, Probe]:
     probes: dict[str, Probe] = {}
     for dialect in DIALECTS:
         try:
-            module = importlib.import_module(f"speakwire.bench.dialects.{dialect}")
+            module = importlib.import_module(f"bench.dialects.{dialect}")
         except ImportError as exc:
             errors[dialect] = f"{exc} (pip install -e '.[test]' installs every vendor client)"
             continue

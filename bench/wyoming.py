@@ -1,6 +1,6 @@
 """speakwire's Wyoming port against Home Assistant's own wyoming-piper, same voice file, one wyoming-bench run.
 
-    speakwire bench wyoming [--rounds 3] [--out bench/results/wyoming-2core] [-- <more wyoming-bench args>]
+    python -m bench.wyoming [--rounds 3] [--out bench/results/wyoming-2core] [-- <more wyoming-bench args>]
 
 Starts both servers on free loopback ports, each in its own process:
 - ours: ``speakwire serve --wyoming-port P`` (the embedded Piper voice);

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 from deepgram import DeepgramClient, DeepgramClientEnvironment
 from deepgram.speak.v1 import SpeakV1Text
 
-from speakwire.bench.dialects import Probe
-from speakwire.bench.timing import first_chunk_s
+from bench.dialects import Probe
+from bench.timing import first_chunk_s
 
 
 def first_audio_s(base_url: str, text: str, api_key: str = "unused") -> float:

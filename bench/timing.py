@@ -1,6 +1,6 @@
 """Time to first audio as a client sees it: read a stream of chunks or events to its end, note the first audio.
 
-Every dialect probe (``speakwire.bench.dialects``) times its vendor's client with these: the probes differ
+Every dialect probe (``bench.dialects``) times its vendor's client with these: the probes differ
 only in how they connect and what they send, not in how first audio is read.
 """
 

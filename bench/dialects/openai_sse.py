@@ -6,8 +6,8 @@ import time
 
 import httpx
 
-from speakwire.bench.dialects import Probe
-from speakwire.bench.timing import first_chunk_s
+from bench.dialects import Probe
+from bench.timing import first_chunk_s
 
 
 def first_audio_s(base_url: str, text: str) -> float:

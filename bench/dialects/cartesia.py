@@ -14,9 +14,9 @@ from typing import Any
 
 from cartesia import Cartesia
 
-from speakwire.bench.dialects import Probe
+from bench.dialects import Probe
+from bench.timing import first_chunk_s
 from speakwire.bench.servers import websocket_url
-from speakwire.bench.timing import first_chunk_s
 
 VOICE: Any = {"mode": "id", "id": "alloy"}  # the SDK's TypedDicts, as plain JSON
 OUTPUT_FORMAT: Any = {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}

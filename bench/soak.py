@@ -14,7 +14,7 @@ utterance ended (``done``, ``cancelled``) or the close code it was refused with.
 control (HTTP 429, WebSocket ``busy`` error + close 1013) is the server working as designed and is
 counted apart from real errors (exceptions, 5xx, other close codes).
 
-    speakwire bench soak --minutes 30 --out bench/results/soak-2core
+    python -m bench.soak --minutes 30 --out bench/results/soak-2core
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ reported as median and minimum. Without ``--model`` the tiny random Base checkpo
 of the tests is built (CPU, seconds); its encoders are tiny, so absolute numbers are
 small — the ordering and the per-request work removed are what carry over.
 
-    speakwire bench qwen3-voice-library --threads 1
-    speakwire bench qwen3-voice-library --model /models/Qwen3-TTS-12Hz-0.6B-Base --ref-seconds 8
+    python -m bench.qwen3.voice_library --threads 1
+    python -m bench.qwen3.voice_library --model /models/Qwen3-TTS-12Hz-0.6B-Base --ref-seconds 8
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.checkout import tests_on_path
 from speakwire.bench.catalogue import argument_parser
-from speakwire.bench.checkout import tests_on_path
 from speakwire.bench.machine import describe, one_line
 
 TEXT = "Hello there, this is a short sentence."
