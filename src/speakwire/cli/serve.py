@@ -152,16 +152,39 @@ def uvicorn_config(app: Any, *, host: str, port: int, log_level: str) -> uvicorn
     import uvicorn
 
     return uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, ws_ping_interval=20, ws_ping_timeout=20,
-        ws_per_message_deflate=False, timeout_graceful_shutdown=10,
+        app, host=host, port=port, log_level=log_level, log_config=uvicorn_log_config(), ws_ping_interval=20,
+        ws_ping_timeout=20, ws_per_message_deflate=False, timeout_graceful_shutdown=10,
     )  # fmt: skip
+
+
+def uvicorn_log_config() -> dict[str, Any]:
+    """uvicorn's own logging config, with the request id in its lines (the access line and its errors').
+
+    uvicorn logs a request's access line while the response starts, inside the request's handling, so the line
+    names the id the response carries (``server.request_ids``); lines about no request say ``req=-``.
+    """
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    from speakwire.server.request_ids import RequestIdFilter
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["filters"] = {**config.get("filters", {}), "request_id": {"()": RequestIdFilter}}
+    for name in ("default", "access"):
+        config["handlers"][name].setdefault("filters", []).append("request_id")
+        formatter = config["formatters"][name]
+        formatter["fmt"] = formatter["fmt"].replace("%(levelprefix)s ", "%(levelprefix)s [req=%(request_id)s] ", 1)
+    return config
 
 
 def run(args: argparse.Namespace) -> int:
     from speakwire.server.app import create_app
     from speakwire.server.drain import DrainingServer
+    from speakwire.server.request_ids import LOG_FORMAT, install_log_filter
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT)
+    install_log_filter(logging.getLogger().handlers)  # every line names its request (server.request_ids)
     settings = build_settings(args)
     if not _is_loopback(settings.host) and not settings.api_key and not (settings.insecure or settings.sagemaker):
         print(

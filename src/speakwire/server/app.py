@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 import speakwire
 from speakwire.engines.base import Engine
@@ -19,6 +20,7 @@ from speakwire.server.drain import InFlightMiddleware
 from speakwire.server.elevenlabs import router as elevenlabs_router
 from speakwire.server.errors import install_error_handlers
 from speakwire.server.redaction import install_log_redaction
+from speakwire.server.request_ids import RequestIdMiddleware
 from speakwire.server.sagemaker import router as sagemaker_router
 from speakwire.server.sagemaker.routing import InvocationsRouter
 from speakwire.server.speech import router as speech_router
@@ -29,6 +31,14 @@ from speakwire.server.wyoming.listener import WyomingListener
 from speakwire.settings import Settings
 
 logger = logging.getLogger(__name__)
+
+
+class SpeakwireApp(FastAPI):
+    """FastAPI with request ids around everything: ``add_middleware`` puts a middleware inside Starlette's
+    ``ServerErrorMiddleware``, whose 500 for an unhandled error would then go out without ``x-request-id``."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return RequestIdMiddleware(super().build_middleware_stack())
 
 
 def create_app(settings: Settings | None = None, *, engine: Engine | None = None) -> FastAPI:
@@ -50,7 +60,7 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
                 await wyoming.stop()  # its connections' synthesis ends before the scheduler closes
             await state.stop()
 
-    app = FastAPI(
+    app = SpeakwireApp(
         title="speakwire",
         version=speakwire.__version__,
         description="Real-time streaming text-to-speech: OpenAI HTTP, vLLM-Omni WebSocket, SageMaker.",
@@ -76,6 +86,7 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     # Outermost: /invocations is rewritten before auth and routing see it.
     app.add_middleware(InvocationsRouter, default_route=settings.sagemaker_default_route, api=app)
-    # Around everything: a drain waits for every HTTP response until its last part is sent.
+    # Around everything but the request ids (SpeakwireApp): a drain waits for every HTTP response until its last
+    # part is sent.
     app.add_middleware(InFlightMiddleware, state=state)
     return app

@@ -2,6 +2,7 @@
 
 REST audio is streamed as it is produced, in the query's encoding and container, with the
 ``dg-*`` headers Deepgram sends; errors are Deepgram's ``{"err_code", "err_msg", "request_id"}``.
+``dg-request-id`` and the error's ``request_id`` are the request's ``x-request-id`` (``server.request_ids``).
 A request without a valid key is refused by ``ApiKeyMiddleware`` before it gets here (401, OpenAI's
 body: the SDK raises ``ApiError(status_code=401)`` either way).
 """
@@ -22,6 +23,7 @@ from speakwire.server.deepgram import protocol as p
 from speakwire.server.deepgram.session import PROTOCOL, DeepgramSpeakSession
 from speakwire.server.flow import StallingResponse, write_stall
 from speakwire.server.options import SpeechOptions, resolve_speech
+from speakwire.server.request_ids import scope_request_id
 from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.state import ServerState
 from speakwire.server.turns import close_utterance, open_utterance
@@ -52,7 +54,7 @@ class StreamAborted(Exception):
 @router.post("/v1/speak", summary="Generate speech (Deepgram Aura-compatible): audio streamed as it is made.")
 async def speak(request: Request) -> Response:
     state: ServerState = request.app.state.speakwire
-    request_id = str(uuid.uuid4())
+    request_id = scope_request_id(request.scope)  # dg-request-id is our x-request-id: one id per request
     try:
         params = p.parse_rest_query(request.query_params)
         text = p.parse_rest_body(await request.body(), request.headers.get("content-type", "application/json"))
