@@ -8,7 +8,8 @@ stream, and eight built at once were ~180 ms of every p95). One stream at a time
 requests) and ``--streams`` at once (``--rounds`` rounds), interleaved so that both levels see the same
 machine (one stream's rate on the 2-core VM moved from 6.0 to 9.9 audio-s/s between runs minutes apart).
 Reported: each level's audio-seconds per wall-second (solo: per stream; concurrent: the round's total
-audio over its wall time), first-byte p50/p95, the loop's mean host time per step from ``/metrics``, and
+audio over its wall time), first-byte p50/p95 and first-audible-sample p50/p95 (``speakwire.bench.audible``),
+the loop's mean host time per step from ``/metrics``, and
 the two targets as ratios: concurrent/solo throughput (≥ 4×) and concurrent/solo p95 first audio (≤ 3×).
 
 Wall-clock ratios move with whatever else runs on the machine, so each level also reports the server
@@ -33,6 +34,7 @@ from typing import Any
 import httpx
 
 from bench.checkout import tests_on_path
+from speakwire.bench.audible import AudibleOnset
 from speakwire.bench.catalogue import argument_parser
 from speakwire.bench.concurrency import together
 from speakwire.bench.http_client import http_client
@@ -46,32 +48,41 @@ TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away i
 RATE = 24000
 
 
-def one_stream(client: httpx.Client, url: str, body: dict[str, Any]) -> tuple[float, float, float]:
-    """(seconds to the first audio byte, seconds of audio, wall seconds) of one streamed request."""
+Timings = tuple[float, float, float, float | None]
+"""Of one streamed request: seconds to the first audio byte, seconds of audio, wall seconds, and seconds to
+the first audible sample (None: all silence)."""
+
+
+def one_stream(client: httpx.Client, url: str, body: dict[str, Any]) -> Timings:
+    """The ``Timings`` of one streamed request."""
+    onset = AudibleOnset()
     started = time.perf_counter()
     first: float | None = None
     size = 0
     with client.stream("POST", f"{url}/v1/audio/speech", json=body) as response:
         response.raise_for_status()
         for chunk in response.iter_raw():
+            now = time.perf_counter()
+            onset.feed(now, chunk)
             if chunk and first is None:
-                first = time.perf_counter() - started
+                first = now - started
             size += len(chunk)
     assert first is not None, "no audio"
-    return first, size / 2 / RATE, time.perf_counter() - started
+    audible = onset.heard_at(RATE)
+    return first, size / 2 / RATE, time.perf_counter() - started, None if audible is None else audible - started
 
 
 def concurrent_round(
     clients: Sequence[httpx.Client], url: str, body: dict[str, Any]
-) -> tuple[list[float], float, float]:
-    """First-byte times, total audio seconds and wall seconds of one request per client, started together."""
-    results: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)] * len(clients)
+) -> tuple[list[Timings], float, float]:
+    """Each request's timings, total audio seconds and wall seconds of one request per client, started together."""
+    results: list[Timings] = [(0.0, 0.0, 0.0, None)] * len(clients)
 
     def run(i: int) -> None:
         results[i] = one_stream(clients[i], url, body)
 
     wall = together(len(clients), run)
-    return [first for first, _, _ in results], sum(audio for _, audio, _ in results), wall
+    return results, sum(audio for _, audio, _, _ in results), wall
 
 
 def step_metrics(url: str) -> tuple[float, float]:
@@ -106,8 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for client in clients:
                 client.get(f"{url}/health").raise_for_status()  # each listener's connection is open before the clock
             solo_phase, many_phase = Phase(), Phase()
-            solo: list[tuple[float, float, float]] = []
-            rounds: list[tuple[list[float], float, float]] = []
+            solo: list[Timings] = []
+            rounds: list[tuple[list[Timings], float, float]] = []
             for i in range(max(args.repeats, args.rounds)):  # interleaved: both levels see the same machine
                 if i < args.repeats:
                     with solo_phase.measure(url, server.pid):
@@ -116,13 +127,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     with many_phase.measure(url, server.pid):
                         rounds.append(concurrent_round(clients, url, body))
 
-    solo_first = [first for first, _, _ in solo]
-    solo_rate = statistics.median(audio / wall for _, audio, wall in solo)
-    all_first = [first for firsts, _, _ in rounds for first in firsts]
+    solo_first = [t[0] for t in solo]
+    solo_rate = statistics.median(audio / wall for _, audio, wall, _ in solo)
+    all_first = [t[0] for timings, _, _ in rounds for t in timings]
     concurrent_rate = statistics.median(audio / wall for _, audio, wall in rounds)
     solo_p95, concurrent_p95 = percentile(solo_first, 95), percentile(all_first, 95)
     assert solo_p95 is not None and concurrent_p95 is not None
-    solo_cpu = solo_phase.cpu_s / sum(audio for _, audio, _ in solo)
+    solo_audible = audible_ms([t[3] for t in solo])
+    concurrent_audible = audible_ms([t[3] for timings, _, _ in rounds for t in timings])
+    solo_cpu = solo_phase.cpu_s / sum(t[1] for t in solo)
     concurrent_cpu = many_phase.cpu_s / sum(audio for _, audio, _ in rounds)
     result: dict[str, Any] = {
         "machine": machine,
@@ -130,12 +143,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "streams": args.streams,
         "max_new_tokens": args.frames,
         "solo": {"audio_s_per_s": round(solo_rate, 2), "first_audio_p50_ms": round(statistics.median(solo_first) * 1e3),
-                 "first_audio_p95_ms": round(solo_p95 * 1e3), "audio_s": round(solo[0][1], 2),
+                 "first_audio_p95_ms": round(solo_p95 * 1e3), **solo_audible, "audio_s": round(solo[0][1], 2),
                  "host_ms_per_step": solo_phase.ms_per_step, "server_cpu_ms_per_audio_s": round(solo_cpu * 1e3, 1),
                  "load_average": solo_phase.load_range},
         "concurrent": {"audio_s_per_s": round(concurrent_rate, 2),
                        "first_audio_p50_ms": round(statistics.median(all_first) * 1e3),
-                       "first_audio_p95_ms": round(concurrent_p95 * 1e3), "host_ms_per_step": many_phase.ms_per_step,
+                       "first_audio_p95_ms": round(concurrent_p95 * 1e3), **concurrent_audible,
+                       "host_ms_per_step": many_phase.ms_per_step,
                        "server_cpu_ms_per_audio_s": round(concurrent_cpu * 1e3, 1),
                        "load_average": many_phase.load_range,
                        "rounds": [{"audio_s": round(a, 2), "wall_s": round(w, 2)} for _, a, w in rounds]},
@@ -146,6 +160,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_results(args.out, result, _markdown(result))
     print(_markdown(result))
     return 0
+
+
+def audible_ms(seconds: Sequence[float | None]) -> dict[str, int | None]:
+    """p50 and p95 of the first audible sample, in ms (None where every stream was silent)."""
+    known = [s for s in seconds if s is not None]
+    p50, p95 = percentile(known, 50), percentile(known, 95)
+    return {"first_audible_p50_ms": None if p50 is None else round(p50 * 1e3),
+            "first_audible_p95_ms": None if p95 is None else round(p95 * 1e3)}  # fmt: skip
 
 
 class Phase:
@@ -188,14 +210,16 @@ def _markdown(r: dict[str, Any]) -> str:
             f"{r['model']}; max_new_tokens {r['max_new_tokens']}, seed 1 (every stream the same frames); "
             f"{one_line(r['machine'])}",
             "",
-            "| level | audio-s per s | first audio p50 / p95 ms | host ms per loop step | server CPU ms per "
-            "audio-s | load average (lowest, highest) |",
-            "|---|---:|---:|---:|---:|---:|",
+            "| level | audio-s per s | first audio p50 / p95 ms | first audible p50 / p95 ms | host ms per loop "
+            "step | server CPU ms per audio-s | load average (lowest, highest) |",
+            "|---|---:|---:|---:|---:|---:|---:|",
             f"| 1 stream | {solo['audio_s_per_s']} | {solo['first_audio_p50_ms']} / {solo['first_audio_p95_ms']} | "
+            f"{solo.get('first_audible_p50_ms')} / {solo.get('first_audible_p95_ms')} | "
             f"{solo['host_ms_per_step']} | {solo['server_cpu_ms_per_audio_s']} | {solo['load_average']} |",
             f"| {r['streams']} at once | {many['audio_s_per_s']} | {many['first_audio_p50_ms']} / "
-            f"{many['first_audio_p95_ms']} | {many['host_ms_per_step']} | {many['server_cpu_ms_per_audio_s']} | "
-            f"{many['load_average']} |",
+            f"{many['first_audio_p95_ms']} | {many.get('first_audible_p50_ms')} / "
+            f"{many.get('first_audible_p95_ms')} | {many['host_ms_per_step']} | "
+            f"{many['server_cpu_ms_per_audio_s']} | {many['load_average']} |",
             "",
             f"- throughput {r['throughput_ratio']}x one stream's (target >= 4x); p95 first audio "
             f"{r['first_audio_p95_ratio']}x solo (target <= 3x); CPU per audio-second "

@@ -30,6 +30,8 @@ def assert_sane(level: LevelResult, *, target: str, concurrency: int, streams: i
         assert stream.error is None, stream.error
         assert stream.audio_s > 0 and stream.bytes > 0
         assert stream.ttfa_s is not None and 0 < stream.ttfa_s <= stream.total_s
+        # Piper speaks: a sample above -40 dBFS comes, never before the first byte.
+        assert stream.audible_s is not None and stream.ttfa_s <= stream.audible_s
         assert isinstance(stream.underruns, int) and stream.underruns >= 0
         assert stream.stall_s >= 0
         assert stream.text_chars == len(PARAGRAPH)
@@ -37,6 +39,7 @@ def assert_sane(level: LevelResult, *, target: str, concurrency: int, streams: i
     assert summary["streams"] == streams and summary["errors"] == 0
     assert summary["ttfa_p50_s"] is not None and summary["ttfa_p95_s"] is not None
     assert summary["ttfa_p50_s"] <= summary["ttfa_p95_s"] <= summary["ttfa_max_s"]
+    assert summary["ttfa_p50_s"] <= summary["audible_p50_s"] <= summary["audible_p95_s"]
     assert summary["throughput"] > 0 and summary["audio_s"] > 0
     assert isinstance(summary["streams_with_underrun"], int)
 

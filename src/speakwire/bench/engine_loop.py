@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from speakwire.bench.audible import AudibleOnset
 from speakwire.bench.concurrency import together
 from speakwire.bench.results import LevelResult, StreamRecord, record_from_arrivals
 from speakwire.engines.base import Engine, SynthesisRequest
@@ -38,18 +39,21 @@ def run_engine_level(engine: Engine, texts: Sequence[str], *, concurrency: int, 
                 return
             text = texts[index % len(texts)]
             arrivals: list[tuple[float, int]] = []
+            onset = AudibleOnset()
             error: str | None = None
             sent_at = time.perf_counter()
             try:
                 request = engine.validate(SynthesisRequest())
                 for chunk in engine.synthesize(text, request):
-                    arrivals.append((time.perf_counter(), len(chunk.samples) * 2))
+                    now = time.perf_counter()
+                    arrivals.append((now, len(chunk.samples) * 2))
+                    onset.feed_samples(now, chunk.samples)
             except Exception as exc:  # recorded, so one failure does not hide the rest of the level
                 error = f"{type(exc).__name__}: {exc}"
             record = record_from_arrivals(
                 target=TARGET, concurrency=concurrency, index=index, text=text, level_start=level_start,
                 sent_at=sent_at, ended_at=time.perf_counter(), arrivals=arrivals,
-                bytes_per_second=bytes_per_second, error=error,
+                bytes_per_second=bytes_per_second, error=error, audible_at=onset.heard_at(engine.info.sample_rate),
             )  # fmt: skip
             with lock:
                 records.append(record)

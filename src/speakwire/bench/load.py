@@ -83,7 +83,8 @@ def _progress(level: LevelResult) -> None:
         return "–" if value is None else f"{value * 1000:.0f} ms"
 
     _log(
-        f"{s['target']:>13} × {s['concurrency']:<3} TTFA p50 {ms(s['ttfa_p50_s'])}, p95 {ms(s['ttfa_p95_s'])}; "
+        f"{s['target']:>13} × {s['concurrency']:<3} TTFA p50 {ms(s['ttfa_p50_s'])}, p95 {ms(s['ttfa_p95_s'])}, "
+        f"audible p95 {ms(s['audible_p95_s'])}; "
         f"{s['throughput'] or 0:.1f}× real time; underruns/stream {s['underruns_per_stream'] or 0:.2f}; "
         f"errors {s['errors']}/{s['streams']}"
     )

@@ -14,6 +14,8 @@ Three targets speak the same paragraphs:
 * ``PiperHttpTarget``: Piper's own Flask server (``POST /synthesize``), which answers with one whole WAV;
   its "first audio" is the first byte of that file.
 
+Every target also notes its first audible sample (``audible``), beside first byte.
+
 ``websocket_reply`` is one utterance over the speech stream, with every piece's send time: the WebSocket
 target and the open-loop benchmark both speak through it.
 """
@@ -33,6 +35,7 @@ from typing import Any
 
 import httpx
 
+from speakwire.bench.audible import AudibleOnset
 from speakwire.bench.results import LevelResult, StreamRecord, record_from_arrivals
 from speakwire.client.stream import SpeechStreamClient
 from speakwire.client.transport import TransportClosed
@@ -57,6 +60,7 @@ class _Stream:
     bytes_per_second: float
     skip_bytes: int = 0
     error: str | None = None
+    audible_at: float | None = None
 
 
 class StreamTarget(ABC):
@@ -86,6 +90,7 @@ class StreamTarget(ABC):
             target=self.name, concurrency=concurrency, index=index, text=text, level_start=level_start,
             sent_at=result.sent_at, ended_at=result.ended_at, arrivals=result.arrivals,
             bytes_per_second=result.bytes_per_second, skip_bytes=result.skip_bytes, error=result.error,
+            audible_at=result.audible_at,
         )  # fmt: skip
 
 
@@ -111,12 +116,16 @@ class _HttpTarget(StreamTarget):
             self._client = None
 
     async def _post_stream(
-        self, path: str, body: dict[str, Any]
-    ) -> tuple[float, list[tuple[float, int]], bytes, dict[str, str], str | None]:
-        """POST and time every body read; returns (sent_at, arrivals, first bytes, headers, error)."""
+        self, path: str, body: dict[str, Any], *, wav: bool = False
+    ) -> tuple[float, list[tuple[float, int]], bytes, dict[str, str], str | None, AudibleOnset]:
+        """POST and time every body read; returns (sent_at, arrivals, first bytes, headers, error, onset).
+
+        The body is 16-bit PCM, or with ``wav`` a WAV file whose header (within its first 64 bytes) is skipped.
+        """
         if self._client is None:
             raise RuntimeError(f"use 'async with' on the {self.name} target")
         arrivals: list[tuple[float, int]] = []
+        onset = WavAudibleOnset() if wav else AudibleOnset()
         head = bytearray()
         headers: dict[str, str] = {}
         error: str | None = None
@@ -132,14 +141,16 @@ class _HttpTarget(StreamTarget):
                     error = f"HTTP {response.status_code}: {detail}"
                 else:
                     async for data in response.aiter_raw():
-                        arrivals.append((time.perf_counter(), len(data)))
+                        now = time.perf_counter()
+                        arrivals.append((now, len(data)))
+                        onset.feed(now, data)
                         if len(head) < 64:
                             head.extend(data[: 64 - len(head)])
         except TimeoutError:
             error = f"timed out after {self.timeout_s:g} s"
         except httpx.HTTPError as exc:
             error = f"{type(exc).__name__}: {exc}"
-        return sent_at, arrivals, bytes(head), headers, error
+        return sent_at, arrivals, bytes(head), headers, error, onset
 
 
 class SpeakwireHttpTarget(_HttpTarget):
@@ -153,23 +164,49 @@ class SpeakwireHttpTarget(_HttpTarget):
 
     async def _stream(self, text: str) -> _Stream:
         body = {"input": text, "response_format": "pcm", "stream_format": "audio", "sample_rate": self.sample_rate}
-        sent_at, arrivals, _, headers, error = await self._post_stream("/v1/audio/speech", body)
+        sent_at, arrivals, _, headers, error, onset = await self._post_stream("/v1/audio/speech", body)
         rate = int(headers.get("x-audio-sample-rate", self.sample_rate))
-        return _Stream(sent_at, time.perf_counter(), arrivals, rate * 2, error=error)
+        return _Stream(sent_at, time.perf_counter(), arrivals, rate * 2, error=error, audible_at=onset.heard_at(rate))
 
 
 class PiperHttpTarget(_HttpTarget):
     name = "piper-http"
 
     async def _stream(self, text: str) -> _Stream:
-        sent_at, arrivals, head, _, error = await self._post_stream("/synthesize", {"text": text})
+        sent_at, arrivals, head, _, error, onset = await self._post_stream("/synthesize", {"text": text}, wav=True)
         rate, header = 22050, 44
         if error is None:
             try:
                 rate, header = parse_wav_head(head)
             except ValueError as exc:
                 error = str(exc)
-        return _Stream(sent_at, time.perf_counter(), arrivals, rate * 2, skip_bytes=header, error=error)
+        audible_at = onset.heard_at(rate)
+        return _Stream(sent_at, time.perf_counter(), arrivals, rate * 2, header, error, audible_at)
+
+
+class WavAudibleOnset(AudibleOnset):
+    """``AudibleOnset`` for a WAV body: holds the pieces until its header is whole, then skips it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._held: list[tuple[float, bytes]] | None = []
+
+    def feed(self, at: float, data: bytes) -> None:
+        if self._held is None:
+            super().feed(at, data)
+            return
+        self._held.append((at, data))
+        head = b"".join(piece for _, piece in self._held)[:64]
+        try:
+            _, self._skip = parse_wav_head(head)
+        except ValueError:
+            if len(head) >= 64:
+                self._held = None  # not a WAV we can read: the record's error says so, nothing is audible
+                self.first_arrival = None
+            return
+        held, self._held = self._held, None
+        for when, piece in held:
+            super().feed(when, piece)
 
 
 def parse_wav_head(head: bytes) -> tuple[int, int]:
@@ -202,6 +239,8 @@ class WebSocketReply:
     """After each piece went out, then after ``input.done``."""
     first_segment: str = ""
     """The first ``audio.start``'s ``sentence_text``: the words the server's first audio speaks."""
+    onset: AudibleOnset = field(default_factory=AudibleOnset)
+    """Where the first audible sample came."""
     refused: bool = False
     """Admission control said no (a ``busy`` error, close 1013)."""
     error: str | None = None
@@ -236,7 +275,9 @@ async def websocket_reply(
                 while True:
                     message = await client.receive()
                     if isinstance(message, bytes):
-                        reply.arrivals.append((time.perf_counter(), len(message)))
+                        now = time.perf_counter()
+                        reply.arrivals.append((now, len(message)))
+                        reply.onset.feed(now, message)
                         continue
                     kind = message.get("type")
                     if kind == "audio.start":
@@ -283,7 +324,10 @@ class SpeakwireWebSocketTarget(StreamTarget):
             self.url, pieces, piece_interval_s=self.piece_interval_s, timeout_s=self.timeout_s
         )
         sent_at = reply.first_sent if reply.first_sent is not None else reply.ended_at
-        return _Stream(sent_at, reply.ended_at, reply.arrivals, reply.sample_rate * 2, error=reply.error)
+        audible_at = reply.onset.heard_at(reply.sample_rate)
+        return _Stream(
+            sent_at, reply.ended_at, reply.arrivals, reply.sample_rate * 2, error=reply.error, audible_at=audible_at
+        )
 
 
 async def run_level(target: StreamTarget, texts: Sequence[str], *, concurrency: int, streams: int) -> LevelResult:

@@ -1,7 +1,8 @@
 """What benchmarks measured: one stream's and one level's records, percentiles, and the result files.
 
 Records keep raw per-stream numbers (so a result file can be re-analysed later); ``LevelResult.summary``
-derives the few numbers people compare: time to first audio p50/p95, real-time factor, underruns per
+derives the few numbers people compare: time to first audio (first byte, and first audible sample:
+``audible``) p50/p95, real-time factor, underruns per
 stream, throughput (audio seconds per wall second across all streams) and CPU use. Every benchmark that
 writes a result folder does it with ``write_results``: the JSON (everything) beside a markdown table.
 """
@@ -40,6 +41,9 @@ class StreamRecord:
     error: str | None = None
     stall_positions_s: list[float] = field(default_factory=list)
     """Seconds into the audio where each stall was heard."""
+    audible_s: float | None = None
+    """Time to the first audible sample (above −40 dBFS) as a player started at the first byte hears it
+    (``audible.AudibleOnset.heard_at``); None if the stream was silent or not looked at."""
 
     @property
     def ok(self) -> bool:
@@ -64,8 +68,12 @@ def record_from_arrivals(
     bytes_per_second: float,
     skip_bytes: int = 0,
     error: str | None = None,
+    audible_at: float | None = None,
 ) -> StreamRecord:
-    """Build a record from raw ``(arrival time, byte count)`` pairs (``time.perf_counter`` instants)."""
+    """Build a record from raw ``(arrival time, byte count)`` pairs (``time.perf_counter`` instants).
+
+    ``audible_at`` is when the first audible sample is heard, on the same clock (``AudibleOnset.heard_at``).
+    """
     player = simulate(arrivals, bytes_per_second, skip_bytes=skip_bytes)
     return StreamRecord(
         target=target,
@@ -81,6 +89,7 @@ def record_from_arrivals(
         stall_s=player.stall_s,
         error=error,
         stall_positions_s=[round(x, 3) for x in player.stall_positions_s],
+        audible_s=None if audible_at is None else audible_at - sent_at,
     )
 
 
@@ -115,6 +124,7 @@ class LevelResult:
     def summary(self) -> dict[str, Any]:
         ok = [s for s in self.streams if s.ok]
         ttfa = [s.ttfa_s for s in ok if s.ttfa_s is not None]
+        audible = [s.audible_s for s in ok if s.audible_s is not None]
         rtf = [r for s in ok if (r := s.rtf) is not None]
         audio = sum(s.audio_s for s in ok)
         return {
@@ -125,6 +135,8 @@ class LevelResult:
             "ttfa_p50_s": percentile(ttfa, 50),
             "ttfa_p95_s": percentile(ttfa, 95),
             "ttfa_max_s": max(ttfa) if ttfa else None,
+            "audible_p50_s": percentile(audible, 50),
+            "audible_p95_s": percentile(audible, 95),
             "rtf_p50": percentile(rtf, 50),
             "rtf_p95": percentile(rtf, 95),
             "underruns_per_stream": sum(s.underruns for s in ok) / len(ok) if ok else None,

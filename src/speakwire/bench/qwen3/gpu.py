@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from speakwire.bench.audible import AudibleOnset
 from speakwire.bench.catalogue import argument_parser
 from speakwire.bench.concurrency import together
 from speakwire.bench.machine import describe
@@ -232,32 +233,39 @@ def _level(torch: Any, engine: Any, streams: int, frames: int, *, stagger_s: flo
     from speakwire.engines.qwen3.generation_loop import LoopStats
 
     requests = [request(engine, seed, frames) for seed in range(streams)]
-    results: list[dict[str, float]] = [{} for _ in range(streams)]
+    results: list[dict[str, Any]] = [{} for _ in range(streams)]
 
     def one(i: int) -> None:
         time.sleep(stagger_s * i / max(streams - 1, 1))
         begin = time.perf_counter()
         arrivals: list[tuple[float, int]] = []
+        onset = AudibleOnset()
         rate = 24_000
         for chunk in engine.synthesize(TEXT, requests[i]):
-            arrivals.append((time.perf_counter() - begin, len(chunk.samples)))
+            at = time.perf_counter() - begin
+            arrivals.append((at, len(chunk.samples)))
+            onset.feed_samples(at, chunk.samples)
             rate = chunk.sample_rate
         wall = time.perf_counter() - begin
         player = simulate(arrivals, rate)  # real-time playback from the first chunk; bytes here are samples
-        results[i] = {"ttfa": arrivals[0][0], "audio": player.audio_s, "wall": wall, "underruns": player.underruns}
+        results[i] = {"ttfa": arrivals[0][0], "audible": onset.heard_at(rate), "audio": player.audio_s,
+                      "wall": wall, "underruns": player.underruns}  # fmt: skip
 
     if engine.info.extra.get("device", "").startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     engine.loop.stats = LoopStats()
     with steer_eos(engine, after=None):
         wall = together(streams, one)
-    ttfa = [r["ttfa"] for r in results]
+    ttfa = [r["ttfa"] for r in results if r["ttfa"] is not None]
+    audible = [r["audible"] for r in results if r["audible"] is not None]
     stats = engine.loop.stats.snapshot()
     level = {
         "streams": streams,
         "stagger_s": stagger_s,
         "ttfa_p50_ms": 1000 * (percentile(ttfa, 50) or 0.0),
         "ttfa_p95_ms": 1000 * (percentile(ttfa, 95) or 0.0),
+        "audible_p50_ms": None if not audible else 1000 * (percentile(audible, 50) or 0.0),
+        "audible_p95_ms": None if not audible else 1000 * (percentile(audible, 95) or 0.0),
         "rtf_mean": statistics.mean(r["wall"] / r["audio"] for r in results),
         "aggregate_x_real_time": sum(r["audio"] for r in results) / wall,
         "underruns_total": sum(r["underruns"] for r in results),
@@ -312,19 +320,24 @@ def _markdown(result: dict[str, Any]) -> str:
         if report.get("levels"):
             lines += [
                 "",
-                "| streams | first audio p50 / p95 ms | RTF | aggregate ×RT | underruns (streams) | mean batch "
-                "| step ms | GPU peak GiB |",
-                "|---|---:|---:|---:|---:|---:|---:|---:|",
+                "| streams | first audio p50 / p95 ms | first audible p50 / p95 ms | RTF | aggregate ×RT "
+                "| underruns (streams) | mean batch | step ms | GPU peak GiB |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
             ]
             for level in report["levels"]:
                 lines.append(
                     f"| {level['label']} | {level['ttfa_p50_ms']:.0f} / {level['ttfa_p95_ms']:.0f} "
+                    f"| {_ms(level.get('audible_p50_ms'))} / {_ms(level.get('audible_p95_ms'))} "
                     f"| {level['rtf_mean']:.3f} | {level['aggregate_x_real_time']:.1f} "
                     f"| {level['underruns_total']} ({level['streams_with_underruns']}) "
                     f"| {level['loop_mean_batch']:.1f} | {level['loop_step_ms']:.1f} "
                     f"| {level.get('gpu_peak_gib', 0):.1f} |"
                 )
     return "\n".join(lines) + "\n"
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0f}"
 
 
 if __name__ == "__main__":
