@@ -53,6 +53,8 @@ from speakwire.errors import (
     SpeakwireError,
     TooBusyError,
 )
+from speakwire.output import Framing, OutputSpec
+from speakwire.server.limits import CLOSE_POLICY
 from speakwire.server.options import MAX_SPEED, MIN_SPEED, SpeechOptions
 
 # ----- output formats -----------------------------------------------------------------------
@@ -79,6 +81,10 @@ class OutputFormat:
             spec = dataclasses.replace(MP3 if self.codec == "mp3" else OPUS, bit_rate=self.bit_rate)
             return AvStreamEncoder(spec, self.sample_rate, streaming=streaming)
         return create_encoder(self.codec, self.sample_rate, streaming=streaming)
+
+    def output(self, framing: Framing = "stream") -> OutputSpec:
+        """What ``AudioOut`` makes of this format: our codec at its rate, with its bitrate."""
+        return OutputSpec(self.codec, self.sample_rate, framing, make_encoder=lambda s: self.encoder(streaming=s))
 
 
 def _format(codec: str, rate: int, kbps: int | None = None) -> OutputFormat:
@@ -415,17 +421,11 @@ def final_message(context_id: str | None, *, multi: bool) -> dict[str, Any]:
     return {"isFinal": True, "contextId": context_id} if multi else {"isFinal": True}
 
 
-CLOSE_NORMAL = 1000
-CLOSE_GOING_AWAY = 1001
-"""The server is shutting down and its drain time is over (``server.drain``)."""
-CLOSE_POLICY = 1008
-"""ElevenLabs closes with 1008 after an error message (bad key, bad input, inactivity)."""
-CLOSE_TRY_LATER = 1013
-CLOSE_INTERNAL = 1011
-
-
 def error_message(message: str, error: str, code: int = CLOSE_POLICY) -> dict[str, Any]:
-    """ElevenLabs' error message; the SDK raises ``ApiError`` when a message holding ``message`` is the last."""
+    """ElevenLabs' error message; the SDK raises ``ApiError`` when a message holding ``message`` is the last.
+
+    ``code`` is the close that follows: ElevenLabs closes with 1008 after an error (bad key, bad input,
+    inactivity), 1013 when busy, 1001 at the end of a drain (``server.limits``)."""
     return {"message": message, "error": error, "code": code}
 
 

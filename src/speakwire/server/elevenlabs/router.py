@@ -4,7 +4,9 @@ HTTP takes ``output_format`` in the query (default ``mp3_44100_128``) and a JSON
 voice_settings, language_code, seed, ...}``; other fields are ignored. ``/v1/text-to-speech/{voice_id}``
 answers the whole file, ``/stream`` the audio as it is produced (chunked), ``/with-timestamps`` one JSON object
 ``{audio_base64, alignment, normalized_alignment}``, and ``/stream/with-timestamps`` one such object per line
-as the audio is produced, its times in seconds from the start of the audio (``alignment.py``).
+as the audio is produced, its times in seconds from the start of the audio (``alignment.py``). Every response
+carries ElevenLabs' ``request-id`` header (the id a client passes back in ``previous_request_ids``): the same id as
+``x-request-id``.
 
 Errors carry ElevenLabs' body ``{"detail": {"status", "message"}}`` (``voice_not_found`` 404, ``invalid_request``
 400, ``too_many_concurrent_requests`` 429, ...); an invalid body or ``output_format`` is FastAPI's 422, as
@@ -13,29 +15,32 @@ ElevenLabs (a FastAPI service) sends it and the SDK raises as ``UnprocessableEnt
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import dataclasses
 import json
+import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Literal
 
 from fastapi import APIRouter, Request, WebSocket
 from pydantic import ValidationError
 from starlette.responses import JSONResponse, Response
 
-from speakwire.audio.chunk import Float32Array
-from speakwire.encoders.off_loop import open_encoder
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.output import AudioOut, AudioPart, SegmentEnd, UtteranceEnd
+from speakwire.server.admission import Admitted, admit
+from speakwire.server.audio_response import StreamAborted, audio_bytes, streamed_response
 from speakwire.server.elevenlabs import protocol as p
 from speakwire.server.elevenlabs.alignment import CharacterAligner, CharTiming, http_alignment
 from speakwire.server.elevenlabs.session import PROTOCOL, ElevenLabsSession
-from speakwire.server.flow import StallingResponse, file_response, write_stall
+from speakwire.server.flow import file_response, write_stall
 from speakwire.server.options import resolve_speech
+from speakwire.server.request_ids import current_request_id
 from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.state import ServerState
-from speakwire.server.turns import close_utterance, open_utterance
-from speakwire.synthesis import AudioReady, SegmentFinished, Utterance
 from speakwire.text.hygiene import clean_text
+
+logger = logging.getLogger(__name__)
 
 router = APIRouter()
 
@@ -46,6 +51,8 @@ INPUT_ERRORS = InputErrors(
     too_long="Text is {length} characters; the limit is {limit}. Split it, or stream it over stream-input.",
     too_long_error=PayloadTooLargeError,  # p.error_status: 400 max_character_limit_exceeded
 )
+
+Delivery = Literal["file", "file_with_timestamps", "stream", "stream_with_timestamps"]
 
 
 @router.websocket("/v1/text-to-speech/{voice_id}/stream-input")
@@ -60,33 +67,17 @@ async def multi_stream_input(websocket: WebSocket, voice_id: str) -> None:
 
 @router.post("/v1/text-to-speech/{voice_id}", summary="ElevenLabs: speech as one audio file.")
 async def convert(voice_id: str, request: Request) -> Response:
-    try:
-        job = await _start(request, voice_id)
-        data, _ = await job.whole_file()
-    except _Reply as reply:
-        return reply.response
-    return file_response(data, write_stall(job.state, PROTOCOL), media_type=job.fmt.content_type)
+    return await _respond(request, voice_id, "file")
 
 
 @router.post("/v1/text-to-speech/{voice_id}/with-timestamps", summary="ElevenLabs: one file and its alignment.")
 async def convert_with_timestamps(voice_id: str, request: Request) -> Response:
-    try:
-        job = await _start(request, voice_id)
-        data, chars = await job.whole_file()
-    except _Reply as reply:
-        return reply.response
-    alignment = http_alignment(chars)
-    body = {"audio_base64": base64.b64encode(data).decode(), "alignment": alignment, "normalized_alignment": alignment}
-    return JSONResponse(body)
+    return await _respond(request, voice_id, "file_with_timestamps")
 
 
 @router.post("/v1/text-to-speech/{voice_id}/stream", summary="ElevenLabs: audio streamed as it is produced.")
 async def stream(voice_id: str, request: Request) -> Response:
-    try:
-        job = await _start(request, voice_id)
-    except _Reply as reply:
-        return reply.response
-    return StallingResponse(job.audio_stream(), write_stall(job.state, PROTOCOL), media_type=job.fmt.content_type)
+    return await _respond(request, voice_id, "stream")
 
 
 @router.post(
@@ -94,12 +85,31 @@ async def stream(voice_id: str, request: Request) -> Response:
     summary="ElevenLabs: newline-delimited JSON chunks of audio (base64) and character timings.",
 )
 async def stream_with_timestamps(voice_id: str, request: Request) -> Response:
+    return await _respond(request, voice_id, "stream_with_timestamps")
+
+
+async def _respond(request: Request, voice_id: str, delivery: Delivery) -> Response:
+    """The response of one route, or ElevenLabs' error; with the ``request-id`` header either way."""
     try:
-        job = await _start(request, voice_id)
+        response = await _deliver(await _start(request, voice_id, delivery), delivery)
     except _Reply as reply:
-        return reply.response
-    return StallingResponse(job.timestamped_stream(), write_stall(job.state, PROTOCOL),
-                            media_type="application/x-ndjson")  # fmt: skip
+        response = reply.response
+    if (request_id := current_request_id()) is not None:
+        response.headers["request-id"] = request_id
+    return response
+
+
+async def _deliver(job: _Job, delivery: Delivery) -> Response:
+    stall = write_stall(job.state, PROTOCOL)
+    if delivery == "stream":
+        return streamed_response(job.admitted, audio_bytes(job.out, job.admitted), stall,
+                                 media_type=job.fmt.content_type)  # fmt: skip
+    if delivery == "stream_with_timestamps":
+        return streamed_response(job.admitted, job.timestamped_stream(), stall, media_type="application/x-ndjson")
+    data, chars = await job.whole_file()
+    if delivery == "file":
+        return file_response(data, stall, media_type=job.fmt.content_type)
+    return JSONResponse(_timestamped(data, chars))
 
 
 class _Reply(Exception):
@@ -108,10 +118,6 @@ class _Reply(Exception):
     def __init__(self, response: Response) -> None:
         super().__init__(response.status_code)
         self.response = response
-
-
-class StreamAborted(Exception):
-    """Raised inside a streamed body so the connection drops: a truncated body must not pass for complete."""
 
 
 def _error(exc: SpeakwireError, voice_id: str) -> _Reply:
@@ -148,7 +154,7 @@ def _jsonable(value: object) -> object:
     return value
 
 
-async def _start(request: Request, voice_id: str) -> _Job:
+async def _start(request: Request, voice_id: str, delivery: Delivery) -> _Job:
     """Validate everything, then start synthesis; raises ``_Reply`` with ElevenLabs' error."""
     state: ServerState = request.app.state.speakwire
     try:
@@ -164,87 +170,73 @@ async def _start(request: Request, voice_id: str) -> _Job:
         options = p.speech_options(voice_id, fmt, model_id=body.model_id, language_code=body.language_code,
                                    voice_settings=settings, seed=body.seed)  # fmt: skip
         resolved = await resolve_speech(state, engine, options)
+        out = await AudioOut.open(fmt.output("stream" if delivery.startswith("stream") else "file"))
         # Checked against max_input_chars above, which may exceed the utterance's default buffer.
-        utterance = open_utterance(state, resolved, protocol=PROTOCOL, max_buffer_chars=state.settings.max_input_chars)
+        admitted = admit(state, resolved, protocol=PROTOCOL, max_buffer_chars=state.settings.max_input_chars)
     except SpeakwireError as exc:
         raise _error(exc, voice_id) from None
     try:
         aligner = CharacterAligner()
         aligner.add_text(clean_text(text))
-        utterance.feed(text)
-        utterance.finish()
+        admitted.utterance.feed(text)
+        admitted.utterance.finish()
     except SpeakwireError as exc:
-        close_utterance(state, utterance, PROTOCOL)  # no _Job will close it: give the slot back now
+        admitted.close()  # no response will close it: give the slot back now
         raise _error(exc, voice_id) from None
     except BaseException:
-        close_utterance(state, utterance, PROTOCOL)
+        admitted.close()
         raise
-    return _Job(state, utterance, fmt, aligner)
+    return _Job(state, admitted, out, fmt, aligner)
 
 
-@dataclasses.dataclass(slots=True)
+@dataclass(slots=True)
 class _Job:
-    """One HTTP request's utterance, delivered one of three ways; each closes the utterance however it ends."""
+    """One HTTP request's utterance and its output; the delivery gives the slot back however it ends."""
 
     state: ServerState
-    utterance: Utterance
+    admitted: Admitted
+    out: AudioOut
     fmt: p.OutputFormat
     aligner: CharacterAligner
 
     async def whole_file(self) -> tuple[bytes, list[CharTiming]]:
-        parts: list[Float32Array] = []
-        chars: list[CharTiming] = []
-        produced = 0
-        try:
-            async for event in self.utterance.events():
-                if isinstance(event, AudioReady):
-                    parts.append(event.samples)
-                    produced += len(event.samples)
-                    chars += self.aligner.place(event.words, produced / self.fmt.sample_rate)
-                elif isinstance(event, SegmentFinished) and event.error is not None:
-                    raise _error(event.error, "")
-        finally:
-            close_utterance(self.state, self.utterance, PROTOCOL)
-        chars += self.aligner.finish(produced / self.fmt.sample_rate)
-        return await asyncio.to_thread(self._encode_file, parts), chars
-
-    def _encode_file(self, parts: list[Float32Array]) -> bytes:
-        """The whole file from the stream's chunks in order (see ``encode_file``: no joined copy is made)."""
-        encoder = self.fmt.encoder(streaming=False)
-        return encoder.header() + b"".join(encoder.encode(part) for part in parts) + encoder.finish()
-
-    async def audio_stream(self) -> AsyncIterator[bytes]:
-        async for data, _ in self._chunks():
-            if data:
-                yield data
+        """The file and every character's timing; a failed segment is answered with its error."""
+        rate = self.fmt.sample_rate
+        data, chars = b"", []
+        async with self.admitted:
+            async for part in self.out.parts(self.admitted.utterance):
+                if isinstance(part, AudioPart):
+                    chars += self.aligner.place(part.words, (part.start + part.samples) / rate)
+                elif isinstance(part, SegmentEnd) and part.error is not None:
+                    raise _error(part.error, "")
+                elif isinstance(part, UtteranceEnd):
+                    data = part.data
+                    chars += self.aligner.finish(part.samples / rate)
+        return data, chars
 
     async def timestamped_stream(self) -> AsyncIterator[bytes]:
-        async for data, chars in self._chunks():
-            if data or chars:
-                alignment = http_alignment(chars)
-                line = {"audio_base64": base64.b64encode(data).decode(), "alignment": alignment,
-                        "normalized_alignment": alignment}  # fmt: skip
-                yield (json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
-
-    async def _chunks(self) -> AsyncIterator[tuple[bytes, list[CharTiming]]]:
-        """Encoded audio as it is produced, with the characters whose words start in it."""
+        """One JSON line per piece of encoded audio, with the characters whose words start in it."""
         rate = self.fmt.sample_rate
-        encoder = await open_encoder(self.fmt.codec, lambda: self.fmt.encoder(streaming=True))
-        held = encoder.header()
         chars: list[CharTiming] = []
-        produced = 0
-        try:
-            async for event in self.utterance.events():
-                if isinstance(event, AudioReady):
-                    produced += len(event.samples)
-                    chars += self.aligner.place(event.words, produced / rate)
-                    data = held + await encoder.encode(event.samples)
-                    held = b""
-                    if data:
-                        yield data, chars
-                        chars = []
-                elif isinstance(event, SegmentFinished) and event.error is not None:
-                    raise StreamAborted(event.error.message)
-            yield held + await encoder.finish(), chars + self.aligner.finish(produced / rate)
-        finally:
-            close_utterance(self.state, self.utterance, PROTOCOL)
+        async for part in self.out.parts(self.admitted.utterance):
+            if isinstance(part, AudioPart):
+                chars += self.aligner.place(part.words, (part.start + part.samples) / rate)
+                if part.data:
+                    yield _line(part.data, chars)
+                    chars = []
+            elif isinstance(part, SegmentEnd) and part.error is not None:
+                logger.error("aborting the elevenlabs audio stream: %s", part.error.message)
+                raise StreamAborted(part.error.message)
+            elif isinstance(part, UtteranceEnd):
+                chars += self.aligner.finish(part.samples / rate)
+                if part.data or chars:
+                    yield _line(part.data, chars)
+
+
+def _timestamped(data: bytes, chars: list[CharTiming]) -> dict[str, object]:
+    alignment = http_alignment(chars)
+    return {"audio_base64": base64.b64encode(data).decode(), "alignment": alignment, "normalized_alignment": alignment}
+
+
+def _line(data: bytes, chars: list[CharTiming]) -> bytes:
+    return (json.dumps(_timestamped(data, chars), separators=(",", ":"), ensure_ascii=False) + "\n").encode()

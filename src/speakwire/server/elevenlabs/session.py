@@ -1,15 +1,17 @@
 """ElevenLabsSession: one WebSocket connection of ``stream-input`` or ``multi-stream-input``.
 
-The receive loop never waits for synthesis: text goes into its context's open utterance as it arrives, and
-each context has a speaker task that sends the audio of that context's utterances in order. ``flush``
-finishes the open utterance (the segmenter then cuts the rest of its text, so it is spoken now) and later
-text opens the next one; the speaker finishes one utterance before it starts the next, while the next may
-already synthesize. Contexts speak independently, as ElevenLabs' do; every message goes out whole under one
-lock (the session's ``WebSocketChannel``) and names its ``contextId``, and a context's ``isFinal`` is its last
-message. Whatever way the connection ends, every utterance is cancelled and every task awaited.
+A ``WebSocketSession`` (the lifetime, drain and cancel-all are written there) over the sans-I/O
+``StreamInputProtocol``. The receive loop never waits for synthesis: text goes into its context's open
+utterance as it arrives, and each context has a ``SpeakerChain`` that sends the audio of that context's
+utterances in order. ``flush`` finishes the open utterance (the segmenter then cuts the rest of its text, so it
+is spoken now) and later text opens the next one, which may already synthesize while the one before is sent.
+Contexts speak independently, as ElevenLabs' do; every message goes out whole (``WebSocketChannel``) and names
+its ``contextId``, and a context's ``isFinal`` (the chain's last speaker) is its last message.
 
-Errors are answered the ElevenLabs way, which the SDK turns into ``ApiError``: an error message
-``{"message", "error", "code"}`` as the last message, then a non-1000 close (1008, or 1013 when busy).
+Each utterance has a request id, ``{connection id}-{n}``, sent as ``requestId`` on its audio messages and its
+``synthesis_failed`` error (fields the SDK and pipecat ignore); the connection's id is the upgrade's
+``x-request-id``. Errors are answered the ElevenLabs way, which the SDK turns into ``ApiError``: an error
+message ``{"message", "error", "code"}`` as the last message, then a non-1000 close (1008, or 1013 when busy).
 """
 
 from __future__ import annotations
@@ -24,25 +26,26 @@ from typing import Any, NoReturn
 
 from starlette.websockets import WebSocket
 
-from speakwire.encoders.off_loop import open_encoder
-from speakwire.errors import (
-    BadRequestError,
-    NotReadyError,
-    PayloadTooLargeError,
-    ShuttingDownError,
-    SpeakwireError,
-    TooBusyError,
-)
+from speakwire.errors import BadRequestError, NotReadyError, PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.output import AudioOut, AudioPart, SegmentEnd, UtteranceEnd
+from speakwire.server.admission import Admitted, admit
 from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.elevenlabs import protocol as p
 from speakwire.server.elevenlabs.alignment import CharacterAligner, CharTiming, ws_alignment
-from speakwire.server.flow import write_stall
+from speakwire.server.limits import (
+    CLOSE_GOING_AWAY,
+    CLOSE_NORMAL,
+    CLOSE_POLICY,
+    CLOSE_TOO_BIG,
+    CLOSE_TRY_LATER,
+    MAX_SESSION_CHARS,
+    MAX_TEXT_MESSAGE_BYTES,
+)
 from speakwire.server.options import ResolvedSpeech, resolve_speech
+from speakwire.server.session import WebSocketSession
+from speakwire.server.speakers import SpeakerChain
 from speakwire.server.state import ServerState
-from speakwire.server.stream.protocol import MAX_SESSION_CHARS, MAX_TEXT_MESSAGE_BYTES
-from speakwire.server.turns import close_utterance, open_utterance
-from speakwire.server.websocket_channel import ChannelClosed, WebSocketChannel
-from speakwire.synthesis import AudioReady, SegmentFinished, Utterance, UtteranceFinished
+from speakwire.server.websocket_channel import ChannelClosed
 from speakwire.text.hygiene import clean_text
 
 logger = logging.getLogger(__name__)
@@ -54,7 +57,7 @@ PROTOCOL = "elevenlabs"
 class _Run:
     """One utterance of a context (the text between two flushes) and the alignment of its text."""
 
-    utterance: Utterance
+    admitted: Admitted
     aligner: CharacterAligner = dataclasses.field(default_factory=CharacterAligner)
     stopped: bool = False
     """Closed before it was flushed: nothing more of it is sent."""
@@ -65,66 +68,41 @@ class _Context:
     id: str | None
     resolved: ResolvedSpeech
     last_activity: float
-    runs: asyncio.Queue[_Run | None] = dataclasses.field(default_factory=asyncio.Queue)
-    """What the speaker says next, in order; None: send ``isFinal`` and stop."""
-    every_run: list[_Run] = dataclasses.field(default_factory=list)
+    speakers: SpeakerChain = dataclasses.field(default_factory=SpeakerChain)
+    """The context's utterances, spoken in order, then its ``isFinal`` once it is closed."""
     open: _Run | None = None
     """The utterance taking text (nothing flushed it yet)."""
-    speaking: _Run | None = None
-    speaker: asyncio.Task[None] | None = None
 
 
-class ElevenLabsSession:
+class ElevenLabsSession(WebSocketSession):
+    protocol = PROTOCOL
+
     def __init__(self, websocket: WebSocket, state: ServerState, voice_id: str, *, multi: bool) -> None:
-        self.ws = websocket
-        self.state = state
+        super().__init__(websocket, state)
         self.voice_id = voice_id
         self.multi = multi
         self._protocol = p.StreamInputProtocol(multi=multi)
-        self._channel = WebSocketChannel(websocket, write_stall(state, PROTOCOL))
         self._query: p.StreamQuery | None = None
         self._resolved: ResolvedSpeech | None = None
         self._contexts: dict[str | None, _Context] = {}
         self._draining: set[_Context] = set()
-        """Closed contexts whose speaker still sends their flushed audio and ``isFinal``."""
+        """Closed contexts whose speakers still send their flushed audio and ``isFinal``."""
+        self._utterances = 0
 
-    # ----- lifetime ---------------------------------------------------------------------
+    # ----- the session's hooks ------------------------------------------------------------
 
-    async def run(self) -> None:
-        await self.ws.accept()
-        try:
-            if self.state.draining:  # SIGTERM: refused as a stream at capacity is, error then 1013 (server.drain)
-                await self._fatal_error(ShuttingDownError())
-            with self.state.open_session(self):
-                first = await self._open()
-                if first is not None:
-                    await self._dispatch(first)
-                while True:
-                    await self._dispatch(await self._next_command())
-        except ChannelClosed:
-            pass
-        except Exception:
-            logger.exception("elevenlabs session failed")
-            await self._close(p.CLOSE_INTERNAL, "internal error")
-        finally:
-            await self._cancel_all()
+    async def refuse_draining(self, error: SpeakwireError) -> None:
+        await self._fatal_error(error)  # as a stream at capacity is: the error, then 1013 (server.drain)
 
-    async def going_away(self) -> None:
-        """The drain is over (``server.drain``): an error message saying so, then close 1001."""
-        message = "Server is shutting down; reconnect to continue (another instance will answer)."
-        with contextlib.suppress(ChannelClosed):
-            await self._send(p.error_message(message, "shutting_down", p.CLOSE_GOING_AWAY))
-        await self._close(p.CLOSE_GOING_AWAY, "server shutting down")
-
-    async def _open(self) -> p.Command | None:
-        """Authenticate (headers, query, or the first message) and resolve voice, model and format."""
+    async def start(self) -> None:
+        """Authenticate (headers, query, or the first message), resolve voice, model and format."""
         api_key = self.state.settings.api_key
         first: p.Command | None = None
         if api_key and not key_matches(api_key, offered_key(self.ws.headers, self.ws.query_params)):
             first = await self._first_command()
             offered = first.api_key if isinstance(first, p.InitContext) else None
             if not key_matches(api_key, offered):
-                await self._fatal(p.INVALID_API_KEY, "invalid_api_key", p.CLOSE_POLICY)
+                await self._fatal(p.INVALID_API_KEY, "invalid_api_key", CLOSE_POLICY)
         try:
             self._query = query = p.parse_stream_query(self.ws.query_params)
             engine, _, _ = self.state.require_ready()
@@ -133,33 +111,54 @@ class ElevenLabsSession:
             self._resolved = await resolve_speech(self.state, engine, options)
         except SpeakwireError as exc:
             await self._fatal_error(exc)
-        return first
+        if first is not None:
+            await self._act(first)
+
+    async def next_message(self) -> str | bytes | None:
+        """The next client message; None once ElevenLabs' inactivity rule ends the connection (``on_idle``)."""
+        while True:
+            remaining = self._next_deadline() - time.monotonic()
+            try:
+                return await asyncio.wait_for(self.channel.receive(), timeout=max(remaining, 0.001))
+            except TimeoutError:
+                if self._expire():
+                    return None
+
+    async def dispatch(self, message: str | bytes) -> None:
+        await self._act(await self._parse(message))
+
+    async def on_idle(self) -> None:
+        await self._fatal(p.inactivity_message(self._timeout()), "input_timeout_exceeded", CLOSE_POLICY)
+
+    async def say_going_away(self, message: str) -> None:
+        await self._send(p.error_message(message, "shutting_down", CLOSE_GOING_AWAY))
+
+    async def close(self, code: int, reason: str = "") -> None:
+        await self.channel.close(code, p.safe_reason(reason))
+
+    async def cancel_all(self) -> None:
+        contexts = [*self._contexts.values(), *self._draining]
+        self._contexts.clear()
+        self._draining.clear()
+        await asyncio.gather(*(ctx.speakers.cancel_all() for ctx in contexts))
+
+    # ----- receiving ------------------------------------------------------------------------
 
     async def _first_command(self) -> p.Command:
         timeout = self.state.settings.ws_config_timeout_s
         try:
-            raw = await asyncio.wait_for(self._channel.receive(), timeout=timeout)
+            raw = await asyncio.wait_for(self.channel.receive(), timeout=timeout)
         except TimeoutError:
-            await self._fatal(p.inactivity_message(timeout), "input_timeout_exceeded", p.CLOSE_POLICY)
+            await self._fatal(p.inactivity_message(timeout), "input_timeout_exceeded", CLOSE_POLICY)
         return await self._parse(raw)
-
-    async def _next_command(self) -> p.Command:
-        while True:
-            remaining = self._next_deadline() - time.monotonic()
-            try:
-                raw = await asyncio.wait_for(self._channel.receive(), timeout=max(remaining, 0.001))
-            except TimeoutError:
-                await self._expire()
-                continue
-            return await self._parse(raw)
 
     async def _parse(self, raw: str | bytes) -> p.Command:
         if len(raw) > MAX_TEXT_MESSAGE_BYTES // 4 and len(_utf8(raw)) > MAX_TEXT_MESSAGE_BYTES:
-            await self._fatal(f"Message exceeds {MAX_TEXT_MESSAGE_BYTES} bytes.", "message_too_big", 1009)
+            await self._fatal(f"Message exceeds {MAX_TEXT_MESSAGE_BYTES} bytes.", "message_too_big", CLOSE_TOO_BIG)
         try:
             return self._protocol.receive(raw)
         except BadRequestError as exc:
-            await self._fatal(exc.message, getattr(exc, "error", "invalid_input_message"), p.CLOSE_POLICY)
+            await self._fatal(exc.message, getattr(exc, "error", "invalid_input_message"), CLOSE_POLICY)
 
     # ----- inactivity -------------------------------------------------------------------
 
@@ -171,11 +170,12 @@ class ElevenLabsSession:
         if self.multi and (self._contexts or self._draining):
             times = [ctx.last_activity for ctx in self._contexts.values()]
             return min(times, default=time.monotonic()) + timeout
-        return self._channel.last_activity + timeout
+        return self.channel.last_activity + timeout
 
-    async def _expire(self) -> None:
+    def _expire(self) -> bool:
         """ElevenLabs' inactivity rule: a context (or the connection) that got no message for the timeout
-        ends. Audio still being spoken counts as activity, so only an idle one expires."""
+        ends; True when the connection does. Audio still being spoken counts as activity, so only an idle
+        one expires."""
         now, timeout = time.monotonic(), self._timeout()
         for ctx in list(self._contexts.values()):
             if now - ctx.last_activity < timeout:
@@ -185,34 +185,30 @@ class ElevenLabsSession:
             elif self.multi:
                 self._close_context(ctx)
         if self.multi and (self._contexts or self._draining):
-            return
+            return False
         if self._contexts and not all(_idle(ctx) for ctx in self._contexts.values()):
-            self._channel.last_activity = now
-        elif now - self._channel.last_activity >= timeout:
-            await self._fatal(p.inactivity_message(timeout), "input_timeout_exceeded", p.CLOSE_POLICY)
+            self.channel.last_activity = now
+            return False
+        return now - self.channel.last_activity >= timeout
 
     # ----- sending ----------------------------------------------------------------------
 
     async def _send(self, message: dict[str, Any]) -> None:
-        await self._channel.send_json(message)
+        await self.channel.send_json(message)
 
     async def _fatal(self, message: str, error: str, close_code: int) -> NoReturn:
         with contextlib.suppress(ChannelClosed):
             await self._send(p.error_message(message, error))
-        await self._close(close_code, p.safe_reason(message))
-        raise ChannelClosed
+        await self.fatal(close_code, message)
 
     async def _fatal_error(self, exc: SpeakwireError) -> NoReturn:
         _, error = p.error_status(exc)
         busy = isinstance(exc, TooBusyError | NotReadyError)
-        await self._fatal(p.describe(exc, self.voice_id), error, p.CLOSE_TRY_LATER if busy else p.CLOSE_POLICY)
-
-    async def _close(self, code: int, reason: str = "") -> None:
-        await self._channel.close(code, reason)
+        await self._fatal(p.describe(exc, self.voice_id), error, CLOSE_TRY_LATER if busy else CLOSE_POLICY)
 
     # ----- client commands --------------------------------------------------------------
 
-    async def _dispatch(self, command: p.Command) -> None:
+    async def _act(self, command: p.Command) -> None:
         if isinstance(command, p.InitContext | p.SendText):
             ctx = self._contexts.get(command.context_id) or self._new_context(command)
             await self._feed(ctx, command.text, flush=command.flush)
@@ -254,41 +250,37 @@ class ElevenLabsSession:
         if ctx.open is not None and text:
             ctx.open.aligner.add_text(clean_text(text))  # the pipeline's word offsets count the cleaned text
             try:
-                ctx.open.utterance.feed(text)
+                ctx.open.admitted.utterance.feed(text)
             except PayloadTooLargeError as exc:
-                await self._fatal(exc.message, "max_character_limit_exceeded", 1009)
+                await self._fatal(exc.message, "max_character_limit_exceeded", CLOSE_TOO_BIG)
         if flush:
             _flush(ctx)
 
     async def _start_run(self, ctx: _Context) -> _Run:
+        self._utterances += 1
+        request_id = f"{self.request_id}-{self._utterances}"
         try:
-            utterance = open_utterance(self.state, ctx.resolved, protocol=PROTOCOL, max_buffer_chars=MAX_SESSION_CHARS)
+            admitted = admit(self.state, ctx.resolved, protocol=PROTOCOL, max_buffer_chars=MAX_SESSION_CHARS,
+                             request_id=request_id)  # fmt: skip
         except SpeakwireError as exc:
             await self._fatal_error(exc)
-        run = _Run(utterance)
-        ctx.every_run.append(run)
-        ctx.runs.put_nowait(run)
-        self._ensure_speaker(ctx)
+        run = _Run(admitted)
+        ctx.speakers.start(admitted, lambda _: self._speak(ctx, run))
         return run
-
-    def _ensure_speaker(self, ctx: _Context) -> None:
-        if ctx.speaker is None:
-            ctx.speaker = asyncio.create_task(self._speak(ctx))
 
     def _close_context(self, ctx: _Context) -> None:
         """Unflushed text is dropped and its audio stops now; flushed text is still spoken; then isFinal."""
         self._contexts.pop(ctx.id, None)
         if ctx.open is not None:
             ctx.open.stopped = True
-            ctx.open.utterance.cancel()
+            ctx.open.admitted.utterance.cancel()
             ctx.open = None
-        ctx.runs.put_nowait(None)
         self._draining.add(ctx)
-        self._ensure_speaker(ctx)
+        ctx.speakers.start(None, lambda _: self._final(ctx))
 
-    async def _end_of_input(self) -> None:
+    async def _end_of_input(self) -> NoReturn:
         """stream-input's ``{"text": ""}``: speak everything, send isFinal, close with 1000."""
-        ctx = self._contexts.pop(None, None)
+        ctx = self._contexts.get(None)
         if ctx is None:
             await self._send(p.final_message(None, multi=False))
         else:
@@ -296,7 +288,7 @@ class ElevenLabsSession:
             self._close_context(ctx)
         await self._finish_draining()
 
-    async def _close_socket(self) -> None:
+    async def _close_socket(self) -> NoReturn:
         """multi-stream-input's ``close_socket``: every context ends as on close_context, then close 1000."""
         for ctx in list(self._contexts.values()):
             self._close_context(ctx)
@@ -308,9 +300,8 @@ class ElevenLabsSession:
         The client is still read meanwhile (what it sends is ignored), so a client that leaves stops the
         synthesis at once instead of when the speakers next try to send.
         """
-        speakers = [ctx.speaker for ctx in self._draining if ctx.speaker is not None]
+        waiting = {s.task for ctx in self._draining for s in ctx.speakers.speaking}
         reader = asyncio.create_task(self._read_until_disconnect())
-        waiting = {s for s in speakers if not s.done()}
         try:
             while waiting and not reader.done():
                 await asyncio.wait([reader, *waiting], return_when=asyncio.FIRST_COMPLETED)
@@ -320,50 +311,17 @@ class ElevenLabsSession:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await reader
         if not waiting:
-            await self._close(p.CLOSE_NORMAL)
+            await self.close(CLOSE_NORMAL)
         raise ChannelClosed
 
     async def _read_until_disconnect(self) -> None:
         with contextlib.suppress(ChannelClosed):
             while True:
-                await self._channel.receive()
-
-    async def _cancel_all(self) -> None:
-        contexts = [*self._contexts.values(), *self._draining]
-        self._contexts.clear()
-        self._draining.clear()
-        for ctx in contexts:
-            for run in ctx.every_run:
-                run.stopped = True
-                run.utterance.cancel()
-            if ctx.speaker is not None:
-                ctx.speaker.cancel()
-        for ctx in contexts:
-            if ctx.speaker is not None:
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await ctx.speaker
-            for run in ctx.every_run:
-                close_utterance(self.state, run.utterance, PROTOCOL)
+                await self.channel.receive()
 
     # ----- speaking ---------------------------------------------------------------------
 
-    async def _speak(self, ctx: _Context) -> None:
-        try:
-            while (run := await ctx.runs.get()) is not None:
-                ctx.speaking = run
-                try:
-                    await self._speak_run(ctx, run)
-                finally:
-                    ctx.speaking = None
-                    close_utterance(self.state, run.utterance, PROTOCOL)
-                ctx.last_activity = self._channel.last_activity = time.monotonic()  # inactivity counts from here
-            await self._send(p.final_message(ctx.id, multi=self.multi))
-        except ChannelClosed:
-            pass
-        finally:
-            self._draining.discard(ctx)
-
-    async def _speak_run(self, ctx: _Context, run: _Run) -> None:
+    async def _speak(self, ctx: _Context, run: _Run) -> None:
         """Send one utterance's audio, each message with the alignment of the words that start in it.
 
         Once the engine has timed a word of this utterance, audio in which no word starts (the middle of a long
@@ -374,36 +332,39 @@ class ElevenLabsSession:
         assert self._query is not None
         fmt = self._query.output_format
         rate = fmt.sample_rate
-        encoder = await open_encoder(fmt.codec, lambda: fmt.encoder(streaming=True))
-        unsent = encoder.header()
+        out = await AudioOut.open(fmt.output())
+        utterance = run.admitted.utterance
+        unsent = b""
         chars: list[CharTiming] = []
         produced = sent = 0
-        """Samples given to the encoder / covered by messages already sent (alignment is relative to these)."""
+        """Samples out of the encoder / covered by messages already sent (alignment is relative to these)."""
         aligned = False
-        async for event in run.utterance.events():
+        async for part in out.parts(utterance):
             if run.stopped:
                 continue
-            if isinstance(event, AudioReady):
-                produced += len(event.samples)
-                aligned = aligned or bool(event.words)
-                chars += run.aligner.place(event.words, produced / rate)
-                unsent += await encoder.encode(event.samples)
+            if isinstance(part, AudioPart):
+                produced += part.samples
+                aligned = aligned or bool(part.words)
+                chars += run.aligner.place(part.words, produced / rate)
+                unsent += part.data
                 if unsent and (chars or not aligned):
                     await self._send_audio(ctx, run, unsent, chars, sent / rate, produced / rate)
                     unsent, chars, sent = b"", [], produced
-            elif isinstance(event, SegmentFinished):
-                if unsent and (chars or not aligned or run.utterance.idle):
+            elif isinstance(part, SegmentEnd):
+                if unsent and (chars or not aligned or utterance.idle):
                     await self._send_audio(ctx, run, unsent, chars, sent / rate, produced / rate)
                     unsent, chars, sent = b"", [], produced
-                if event.error is not None:
-                    logger.warning("elevenlabs: segment %d failed: %s", event.index, event.error.message)
-                    message = p.error_message(f"Synthesis failed: {event.error.message}", "synthesis_failed")
+                if part.error is not None:
+                    logger.warning("elevenlabs: segment %d failed: %s", part.index, part.error.message)
+                    message = p.error_message(f"Synthesis failed: {part.error.message}", "synthesis_failed")
+                    message["requestId"] = run.admitted.request_id
                     await self._send({**message, "contextId": ctx.id} if self.multi else message)
-            elif isinstance(event, UtteranceFinished) and not event.cancelled:
-                unsent += await encoder.finish()
+            elif isinstance(part, UtteranceEnd) and not part.cancelled:
+                unsent += part.data
                 chars += run.aligner.finish(produced / rate)
                 if unsent:
                     await self._send_audio(ctx, run, unsent, chars, sent / rate, produced / rate)
+        ctx.last_activity = self.channel.last_activity = time.monotonic()  # inactivity counts from here
 
     async def _send_audio(
         self, ctx: _Context, run: _Run, data: bytes, chars: list[CharTiming], start_s: float, end_s: float
@@ -411,20 +372,32 @@ class ElevenLabsSession:
         if run.stopped:
             return
         alignment = ws_alignment(chars, start_s, end_s)
-        await self._send(p.audio_message(base64.b64encode(data).decode(), alignment, ctx.id, multi=self.multi))
+        message = p.audio_message(base64.b64encode(data).decode(), alignment, ctx.id, multi=self.multi)
+        await self._send({**message, "requestId": run.admitted.request_id})
+
+    async def _final(self, ctx: _Context) -> None:
+        try:
+            await self._send(p.final_message(ctx.id, multi=self.multi))
+        finally:
+            self._draining.discard(ctx)
 
 
 def _flush(ctx: _Context) -> None:
     """Speak the open utterance's text now, even its unfinished last sentence; later text opens another."""
     if ctx.open is not None:
-        ctx.open.utterance.finish()
+        ctx.open.admitted.utterance.finish()
         ctx.open = None
 
 
 def _idle(ctx: _Context) -> bool:
     """Nothing is waiting to be spoken: only more text could make this context speak."""
-    speaking = ctx.speaking
-    return ctx.runs.empty() and (speaking is None or (speaking is ctx.open and speaking.utterance.idle))
+    speaking = ctx.speakers.speaking
+    if not speaking:
+        return True
+    run = ctx.open  # speaking, or waiting for text: idle only if it has none to speak
+    if run is None or len(speaking) > 1 or speaking[0].admitted is not run.admitted:
+        return False
+    return run.admitted.utterance.idle
 
 
 def _utf8(raw: str | bytes) -> bytes:
