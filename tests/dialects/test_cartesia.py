@@ -313,6 +313,71 @@ def test_text_after_the_end_of_input_is_an_error(server: LiveServer) -> None:
     assert "continue=false" in (events[-1].message or "")
 
 
+def test_each_utterance_names_its_request_id_on_its_audio_and_errors_name_the_connection(server: LiveServer) -> None:
+    """Each flush group is one utterance with its own id, ``<X-Request-ID>-<n>``, on its chunks and timestamps."""
+    conn_manager = client_for(server).tts.websocket_connect(extra_headers={"X-Request-ID": "car-ws"})
+    with conn_manager as conn:
+        ctx = conn.context("ids", voice=VOICE, output_format=S16, add_timestamps=True)
+        ctx.push("Stay hungry, ", seed=1)
+        ctx.push("", flush=True)
+        ctx.push("stay foolish.", seed=1)
+        ctx.no_more_inputs()
+        events = list(ctx.receive())
+        bad = conn.context("bad", voice={"mode": "id", "id": "nobody"}, output_format=S16)
+        bad.push("Hello.")
+        failed = list(bad.receive())
+    audio = [e for e in events if e.type in ("chunk", "timestamps")]
+    assert {e.type for e in audio} == {"chunk", "timestamps"}
+    assert [(e.flush_id, getattr(e, "request_id", None)) for e in audio] == [
+        (e.flush_id, f"car-ws-{e.flush_id}") for e in audio
+    ] and {e.flush_id for e in audio} == {1, 2}
+    assert [(e.type, e.request_id) for e in failed] == [("error", "car-ws")]
+
+
+def active_streams(server: LiveServer) -> str:
+    metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
+    return next(line for line in metrics.splitlines() if line.startswith("speakwire_active_streams{") and
+                'protocol="cartesia"' in line)  # fmt: skip
+
+
+def assert_slots_given_back(server: LiveServer) -> None:
+    state = server.state
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (state.pipeline.active or state.pipeline.scheduler.busy):
+        time.sleep(0.05)
+    assert state.pipeline.active == 0 and state.pipeline.scheduler.queued == 0
+    assert active_streams(server).endswith(" 0.0")
+
+
+def test_admission_slots_are_given_back_on_every_path(server: LiveServer) -> None:
+    generate = {"voice": VOICE, "output_format": S16, "seed": 1}
+    with raw_connect(server) as ws:
+        # Cancelled mid-speech, with a second flush group already admitted behind it.
+        ws.send(json.dumps({**generate, "context_id": "cut", "transcript": LONG, "flush": True, "continue": True}))
+        ws.send(json.dumps({**generate, "context_id": "cut", "transcript": LONG, "continue": True}))
+        assert json.loads(ws.recv(timeout=30))["type"] == "chunk"
+        ws.send(json.dumps({"cancel": True, "context_id": "cut"}))
+        # Ended by an error while speaking: text after its end of input.
+        ws.send(json.dumps({**generate, "context_id": "late", "transcript": LONG, "continue": False}))
+        ws.send(json.dumps({**generate, "context_id": "late", "transcript": "More.", "continue": False}))
+        events = list(receive_until(ws, "late"))
+        assert (events[-1]["type"], events[-1]["status_code"]) == ("error", 400)
+        # Spoken to its end.
+        ws.send(json.dumps({**generate, "context_id": "whole", "transcript": "Hi.", "continue": False}))
+        assert list(receive_until(ws, "whole"))[-1]["type"] == "done"
+        assert_slots_given_back(server)
+        # Left open mid-sentence, then the client goes.
+        ws.send(json.dumps({**generate, "context_id": "open", "transcript": LONG + " And then", "continue": True}))
+        assert json.loads(ws.recv(timeout=30))["type"] == "chunk"
+    assert_slots_given_back(server)
+    # HTTP: the reader leaves mid-stream.
+    body = {"model_id": "sonic-3", "transcript": LONG, "voice": VOICE, "output_format": S16}
+    with httpx.stream("POST", f"{server.url}/tts/bytes", json=body, timeout=30) as response:
+        assert response.status_code == 200
+        next(response.iter_raw())
+    assert_slots_given_back(server)
+
+
 # ----- HTTP --------------------------------------------------------------------------------
 
 
@@ -365,6 +430,25 @@ def test_http_errors_come_in_cartesias_shape(server: LiveServer) -> None:
         list(client.tts.generate_sse(model_id="sonic-3", transcript=TEXT, voice=VOICE, output_format=WAV_S16))
     response = httpx.post(f"{server.url}/tts/bytes", content=b"{nope", headers={"Cartesia-Version": "2026-08-14"})
     assert response.status_code == 400 and response.json()["error_code"] == "invalid_request"
+
+
+def test_http_errors_and_sse_events_carry_the_x_request_id(server: LiveServer) -> None:
+    client = client_for(server)
+    with pytest.raises(NotFoundError) as missing:
+        client.tts.generate(model_id="sonic-3", transcript=TEXT, voice={"mode": "id", "id": "nobody"},
+                            output_format=S16, extra_headers={"X-Request-ID": "car-404"})  # fmt: skip
+    assert missing.value.response.headers["x-request-id"] == "car-404"
+    assert isinstance(missing.value.body, dict) and missing.value.body["request_id"] == "car-404"
+    with client.tts.generate_sse(
+        model_id="sonic-3", transcript=TEXT, voice=VOICE, output_format=S16, add_timestamps=True,
+        extra_headers={"X-Request-ID": "car-sse"},
+    ) as stream:  # fmt: skip
+        events = list(stream)
+    audio = [e for e in events if e.type in ("chunk", "timestamps")]
+    assert {e.type for e in audio} == {"chunk", "timestamps"}
+    assert {getattr(e, "request_id", None) for e in audio} == {"car-sse"}
+    anonymous = httpx.post(f"{server.url}/tts/bytes", content=b"{nope", headers={"Cartesia-Version": "2026-08-14"})
+    assert anonymous.json()["request_id"] == anonymous.headers["x-request-id"]
 
 
 # ----- keys --------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Literal
 from speakwire.audio.chunk import Float32Array
 from speakwire.encoders.base import Encoder
 from speakwire.encoders.off_loop import LoopEncoder, open_encoder
-from speakwire.encoders.registry import create_encoder
+from speakwire.encoders.registry import CONTENT_TYPES, create_encoder
 from speakwire.output.parts import AudioPart, OutputPart, SegmentEnd, SegmentStart, UtteranceEnd
 from speakwire.synthesis.events import AudioReady, SegmentFinished, SegmentStarted, UtteranceFinished
 from speakwire.synthesis.utterance import Utterance
@@ -76,6 +76,13 @@ class AudioOut:
         if spec.framing != "stream":
             return cls(spec, None)  # files are encoded whole, on a thread, when their audio is all in
         return cls(spec, await open_encoder(spec.codec, lambda: spec.encoder(streaming=True)))
+
+    @property
+    def content_type(self) -> str:
+        """The media type of what this output sends (the streaming encoder's, else the codec's)."""
+        if self._encoder is not None:
+            return self._encoder.content_type
+        return CONTENT_TYPES.get(self.spec.codec, "application/octet-stream")
 
     async def parts(self, utterance: Utterance, *, keep_open: bool = False) -> AsyncIterator[OutputPart]:
         """The utterance's output, in order, ending with ``UtteranceEnd``.

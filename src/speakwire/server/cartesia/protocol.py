@@ -19,8 +19,13 @@ and Cartesia's docs (api-errors, context flushing):
 * HTTP errors are ``{error_code, title, message, request_id}`` with the HTTP status; SSE sends
   ``event: <type>`` lines with the same JSON the WebSocket sends (the SDK reads only ``data``).
 
-Our one addition: an integer ``seed`` (the SDK passes extra keyword arguments through) asks for
-repeatable synthesis, as on the OpenAI route. Cartesia's ``sonic-*`` model ids mean the served model.
+Our additions: an integer ``seed`` (the SDK passes extra keyword arguments through) asks for
+repeatable synthesis, as on the OpenAI route; ``chunk`` and ``timestamps`` events carry the ``request_id``
+of the utterance they belong to, as ``error`` events do (the SDK's models keep unknown fields). Cartesia's
+``sonic-*`` model ids mean the served model.
+
+``CartesiaConnection`` is the connection's state without I/O: which contexts are open, what each request
+asks of one, and what must be refused; the session (``session.py``) speaks what it says.
 """
 
 from __future__ import annotations
@@ -28,11 +33,14 @@ from __future__ import annotations
 import base64
 import json
 import re
+import uuid
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from speakwire.errors import BadRequestError, SpeakwireError
+from speakwire.errors import BadRequestError, PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.server.limits import MAX_SESSION_CHARS, MAX_TEXT_MESSAGE_BYTES
 from speakwire.server.options import SpeechOptions
 from speakwire.text.alignment import WordTiming
 
@@ -46,6 +54,10 @@ MAX_BUFFER_DELAY_MS = 5000
 SENTENCE_HOLD_S = 0.15
 """How long text ending in a full stop waits for more before it is spoken (see ``buffer_delay_s``)."""
 _SENTENCE_END = re.compile(r"[.!?…。！？][\"'”’)\]}»」』）】*]*\s*$")
+MAX_CONTEXTS = 256
+"""Open contexts per connection; each speaking one also holds an admission slot."""
+REMEMBERED_ENDED = 1024
+"""Ended context ids remembered, so a late empty closing request for one is ignored, not an error."""
 SPEED_WORDS = {"slowest": 0.6, "slow": 0.8, "normal": 1.0, "fast": 1.25, "fastest": 1.5}
 """``speed`` as a word (``ModelSpeed``; the two extremes are from the older ``__experimental_controls``)."""
 MIN_VOLUME, MAX_VOLUME = 0.5, 2.0
@@ -360,10 +372,135 @@ class ContextInput:
         return ContextStep(request.transcript, flushed, close=not request.continue_)
 
 
+# ----- the connection -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OpenContext:
+    """A request for a new context: the session resolves its voice and output, then applies ``step``."""
+
+    context_id: str
+    spec: ContextSpec
+    step: ContextStep
+    hold_s: float | None
+    """How long text the segmenter holds may wait for more (``buffer_delay_s``); None: nothing to wait for."""
+
+
+@dataclass(frozen=True, slots=True)
+class Feed:
+    """A request for an open context: text to feed, then maybe a flush, then maybe the end of its input."""
+
+    context_id: str
+    step: ContextStep
+    hold_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """An ``error`` event to send; ``ends_context``: the context it names was open and is over now."""
+
+    error: SpeakwireError
+    context_id: str | None
+    ends_context: bool = False
+
+
+Action = OpenContext | Feed | Cancel | Refuse | None
+"""What one client message asks of the session (None: nothing, e.g. a late ``no_more_inputs()``)."""
+
+
+@dataclass(eq=False, slots=True)
+class _ContextState:
+    spec: ContextSpec
+    input: ContextInput = field(default_factory=ContextInput)
+    chars: int = 0
+    tail: str = ""
+    """The end of the text fed so far (does it end a sentence?)."""
+
+
+class CartesiaConnection:
+    """One ``/tts/websocket`` connection's contexts, without I/O: messages in, ``Action``s out.
+
+    A context opens with the first request naming it (its settings are that request's), takes text until a
+    request with ``continue: false``, and is over once the session says so (``end``: its ``done`` was sent, or
+    it failed) or it is cancelled or refused. An error about an open context ends it (the SDK stops reading a
+    context at its ``error``); an ended context's id may open a new context with new text.
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[str, _ContextState] = {}
+        self._ended: OrderedDict[str, None] = OrderedDict()
+
+    @property
+    def open_contexts(self) -> list[str]:
+        """Ids of the open contexts, oldest first."""
+        return list(self._open)
+
+    def receive(self, message: str | bytes) -> Action:
+        """What one client message asks; a message that cannot be acted on is a ``Refuse``."""
+        if isinstance(message, bytes):
+            return Refuse(BadRequestError("Binary frames are not accepted; send JSON text messages."), None)
+        if len(message) * 4 > MAX_TEXT_MESSAGE_BYTES and len(message.encode(errors="replace")) > MAX_TEXT_MESSAGE_BYTES:
+            return Refuse(PayloadTooLargeError(f"A message may hold at most {MAX_TEXT_MESSAGE_BYTES} bytes."), None)
+        try:
+            command = parse_message(message)
+        except MessageError as exc:
+            return self._refuse(exc, exc.context_id)
+        if isinstance(command, Cancel):
+            if command.context_id not in self._open:
+                return None
+            self.end(command.context_id)
+            return command
+        context_id = command.context_id or str(uuid.uuid4())
+        ctx = self._open.get(context_id)
+        opening = ctx is None
+        if ctx is None:
+            if context_id in self._ended and not command.transcript:
+                return None  # e.g. no_more_inputs() after the context failed or was cancelled
+            if len(self._open) >= MAX_CONTEXTS:
+                return self._refuse(TooBusyError(f"At most {MAX_CONTEXTS} contexts may be open on one connection."),
+                                    context_id)  # fmt: skip
+            try:
+                ctx = _ContextState(parse_spec(command.fields))
+            except BadRequestError as exc:
+                return self._refuse(exc, context_id)
+            self._open[context_id] = ctx
+        try:
+            step = ctx.input.receive(command)
+        except MessageError as exc:
+            return self._refuse(exc, context_id)
+        ctx.chars += len(step.text)
+        if ctx.chars > MAX_SESSION_CHARS:
+            error = PayloadTooLargeError(
+                f"A context may hold at most {MAX_SESSION_CHARS} characters; start a new context.", param="transcript"
+            )
+            return self._refuse(error, context_id)
+        ctx.tail = (ctx.tail + step.text)[-16:]
+        hold_s = buffer_delay_s(ctx.spec, ctx.tail) if step.text and not step.close else None
+        if opening:
+            return OpenContext(context_id, ctx.spec, step, hold_s)
+        return Feed(context_id, step, hold_s)
+
+    def end(self, context_id: str) -> None:
+        """The context is over (spoken to its ``done``, failed, cancelled); idempotent."""
+        self._open.pop(context_id, None)
+        self._ended[context_id] = None
+        self._ended.move_to_end(context_id)
+        while len(self._ended) > REMEMBERED_ENDED:
+            self._ended.popitem(last=False)
+
+    def _refuse(self, error: SpeakwireError, context_id: str | None) -> Refuse:
+        ends = context_id is not None and context_id in self._open
+        if context_id is not None:
+            self.end(context_id)
+        return Refuse(error, context_id, ends)
+
+
 # ----- server events ----------------------------------------------------------------------
 
 
-def chunk_event(context_id: str | None, audio: bytes, step_time_ms: float, flush_id: int | None) -> dict[str, Any]:
+def chunk_event(
+    context_id: str | None, audio: bytes, step_time_ms: float, flush_id: int | None, request_id: str | None = None
+) -> dict[str, Any]:
     event: dict[str, Any] = {
         "type": "chunk",
         "data": base64.b64encode(audio).decode(),
@@ -371,15 +508,15 @@ def chunk_event(context_id: str | None, audio: bytes, step_time_ms: float, flush
         "status_code": STATUS_PARTIAL,
         "step_time": round(step_time_ms, 3),
     }
-    if context_id is not None:
-        event["context_id"] = context_id
-    if flush_id is not None:
-        event["flush_id"] = flush_id
-    return event
+    return _about(event, context_id, flush_id, request_id)
 
 
 def timestamps_event(
-    context_id: str | None, words: Sequence[WordTiming], offset_s: float, flush_id: int | None
+    context_id: str | None,
+    words: Sequence[WordTiming],
+    offset_s: float,
+    flush_id: int | None,
+    request_id: str | None = None,
 ) -> dict[str, Any]:
     """Word timings shifted by ``offset_s`` (the context's audio before this utterance)."""
     event: dict[str, Any] = {
@@ -392,10 +529,19 @@ def timestamps_event(
             "end": [round(offset_s + word.end_s, 4) for word in words],
         },
     }
+    return _about(event, context_id, flush_id, request_id)
+
+
+def _about(
+    event: dict[str, Any], context_id: str | None, flush_id: int | None, request_id: str | None
+) -> dict[str, Any]:
+    """The ids an audio event carries: its context, flush group and utterance (where there is one)."""
     if context_id is not None:
         event["context_id"] = context_id
     if flush_id is not None:
         event["flush_id"] = flush_id
+    if request_id is not None:
+        event["request_id"] = request_id
     return event
 
 

@@ -12,23 +12,22 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Request, WebSocket
 from starlette.responses import JSONResponse, Response
 
-from speakwire.encoders.off_loop import LoopEncoder, open_encoder
-from speakwire.encoders.registry import create_encoder
 from speakwire.errors import BadRequestError, SpeakwireError, TooBusyError
+from speakwire.output import AudioOut, AudioPart, OutputSpec, SegmentEnd, UtteranceEnd
+from speakwire.server.admission import Admitted, admit
+from speakwire.server.audio_response import audio_bytes, streamed_response
 from speakwire.server.cartesia import protocol as p
 from speakwire.server.cartesia.session import PROTOCOL, CartesiaSession
-from speakwire.server.flow import StallingResponse, write_stall
+from speakwire.server.flow import write_stall
 from speakwire.server.options import resolve_speech
+from speakwire.server.request_ids import scope_request_id
 from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.state import ServerState
-from speakwire.server.turns import close_utterance, open_utterance
-from speakwire.synthesis import AudioReady, SegmentFinished, Utterance, UtteranceFinished
 
 logger = logging.getLogger(__name__)
 
@@ -59,44 +58,36 @@ async def tts_sse(request: Request) -> Response:
     return await _speak(request, sse=True)
 
 
-class StreamAborted(Exception):
-    """Raised inside a ``/tts/bytes`` stream so the server drops the connection."""
-
-
 async def _speak(request: Request, *, sse: bool) -> Response:
     state: ServerState = request.app.state.speakwire
-    request_id = str(uuid.uuid4())
-    utterance: Utterance | None = None
+    request_id = scope_request_id(request.scope)  # the error's request_id is our x-request-id
     try:
         body = await _json_body(request)
         speech = p.parse_http_request(body, sse=sse)
         check_input(speech.transcript, state.settings.max_input_chars, INPUT_ERRORS)
         engine, _, _ = state.require_ready()
         resolved = await resolve_speech(state, engine, speech.spec.options)
-        fmt, rate = speech.spec.output.encoder_format, resolved.output_rate
-        encoder = await open_encoder(fmt, lambda: create_encoder(fmt, rate, streaming=True))
+        spec = OutputSpec(speech.spec.output.encoder_format, resolved.output_rate, gain=speech.spec.volume)
+        out = await AudioOut.open(spec)
         # Checked against max_input_chars above, which may exceed the utterance's default buffer.
-        utterance = open_utterance(state, resolved, protocol=PROTOCOL, max_buffer_chars=state.settings.max_input_chars)
-        utterance.feed(speech.transcript)
-        utterance.finish()
+        admitted = admit(state, resolved, protocol=PROTOCOL, max_buffer_chars=state.settings.max_input_chars,
+                         request_id=request_id)  # fmt: skip
     except SpeakwireError as exc:
-        if utterance is not None:
-            close_utterance(state, utterance, PROTOCOL)
         return _error_response(exc, request_id)
-    except BaseException:
-        if utterance is not None:
-            close_utterance(state, utterance, PROTOCOL)
+    try:
+        admitted.utterance.feed(speech.transcript)
+        admitted.utterance.finish()
+    except BaseException as exc:
+        admitted.close()  # no response will close it: give the slot back now
+        if isinstance(exc, SpeakwireError):
+            return _error_response(exc, request_id)
         raise
+    stall = write_stall(state, PROTOCOL)
+    headers = {"Cache-Control": "no-store"}
     if sse:
-        stream = _sse_stream(utterance, encoder, speech, request_id)
-        media_type = "text/event-stream"
-    else:
-        stream = _bytes_stream(utterance, encoder, speech.spec.volume)
-        media_type = encoder.content_type
-    return StallingResponse(
-        _closing(state, utterance, stream), write_stall(state, PROTOCOL), media_type=media_type,
-        headers={"Cache-Control": "no-store"},
-    )  # fmt: skip
+        stream = _sse_stream(out, admitted, speech)
+        return streamed_response(admitted, stream, stall, media_type="text/event-stream", headers=headers)
+    return streamed_response(admitted, audio_bytes(out, admitted), stall, media_type=out.content_type, headers=headers)
 
 
 async def _json_body(request: Request) -> object:
@@ -116,45 +107,22 @@ def _error_response(exc: SpeakwireError, request_id: str) -> JSONResponse:
     return response
 
 
-async def _closing(state: ServerState, utterance: Utterance, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Release the utterance however the response ends: done, failed, or the client went away (cancel)."""
-    try:
-        async for data in stream:
-            yield data
-    finally:
-        close_utterance(state, utterance, PROTOCOL)
-
-
-async def _bytes_stream(utterance: Utterance, encoder: LoopEncoder, volume: float) -> AsyncIterator[bytes]:
-    pending = encoder.header()  # sent together with the first audio, so the first byte is audio
-    async for event in utterance.events():
-        if isinstance(event, AudioReady):
-            data = pending + await encoder.encode(event.samples if volume == 1.0 else event.samples * volume)
-            pending = b""
-            if data:
-                yield data
-        elif isinstance(event, SegmentFinished) and event.error is not None:
-            logger.error("aborting /tts/bytes stream: %s", event.error.message)
-            raise StreamAborted(event.error.message)
-    yield pending + await encoder.finish()
-
-
-async def _sse_stream(
-    utterance: Utterance, encoder: LoopEncoder, speech: p.HttpRequest, request_id: str
-) -> AsyncIterator[bytes]:
-    context_id, spec = speech.context_id, speech.spec
+async def _sse_stream(out: AudioOut, admitted: Admitted, speech: p.HttpRequest) -> AsyncIterator[bytes]:
+    """``chunk`` and ``timestamps`` events as the audio is made, then ``done`` (or the failure's ``error``)."""
+    context_id, spec, request_id = speech.context_id, speech.spec, admitted.request_id
     produced_at = time.monotonic()
-    async for event in utterance.events():
-        if isinstance(event, AudioReady):
+    async for part in out.parts(admitted.utterance):
+        if isinstance(part, AudioPart):
             now = time.monotonic()
             step_ms, produced_at = (now - produced_at) * 1000, now
-            data = await encoder.encode(event.samples if spec.volume == 1.0 else event.samples * spec.volume)
-            if data:
-                yield p.sse_frame(p.chunk_event(context_id, data, step_ms, None))
-            if spec.add_timestamps and event.words:
-                yield p.sse_frame(p.timestamps_event(context_id, event.words, 0.0, None))
-        elif isinstance(event, SegmentFinished) and event.error is not None:
-            yield p.sse_frame(p.error_event(event.error, request_id=request_id, context_id=context_id))
+            if part.data:
+                yield p.sse_frame(p.chunk_event(context_id, part.data, step_ms, None, request_id))
+            if spec.add_timestamps and part.words:
+                yield p.sse_frame(p.timestamps_event(context_id, part.words, 0.0, None, request_id))
+        elif isinstance(part, SegmentEnd) and part.error is not None:
+            yield p.sse_frame(p.error_event(part.error, request_id=request_id, context_id=context_id))
             return
-        elif isinstance(event, UtteranceFinished):
+        elif isinstance(part, UtteranceEnd):
+            if part.data:
+                yield p.sse_frame(p.chunk_event(context_id, part.data, 0.0, None, request_id))
             yield p.sse_frame(p.done_event(context_id))

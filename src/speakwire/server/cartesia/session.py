@@ -1,17 +1,17 @@
-"""CartesiaSession: one ``/tts/websocket`` connection carrying many contexts at once.
+"""CartesiaSession: one ``/tts/websocket`` connection carrying many contexts at once; the I/O of ``protocol``.
 
-A context is one stream of speech, fed as its transcripts arrive. Each of its flush groups (the text
-between two flushes) is one pipeline ``Utterance``: a flush finishes the utterance, so the segmenter
-speaks what it holds, and ``flush_done`` follows that utterance's last audio. Text left waiting
-mid-sentence longer than ``max_buffer_delay_ms`` (a finished sentence: a moment) is spoken the same way,
-without a ``flush_done``.
+``protocol.CartesiaConnection`` says what each message asks; this adapter resolves a context's voice,
+admits its utterances and speaks them. Each flush group of a context (the text between two flushes) is one
+utterance: a flush finishes it, so the segmenter speaks what it holds, and ``flush_done`` follows its last
+audio. Text left waiting mid-sentence longer than ``max_buffer_delay_ms`` (a finished sentence: a moment)
+is spoken the same way, without a ``flush_done``.
 
-Every context has a *speaker* task that turns its utterances' events into ``chunk``/``timestamps``/
-``flush_done``/``done`` events, in order; contexts speak side by side. The receive loop never waits
-for synthesis, so text arriving mid-speech joins it and ``cancel`` stops one context at once without
-touching the others. An error in one context (bad voice, bad format, a failed segment) is that
-context's ``error`` event and ends only that context. All sends go through one lock (the session's
-``WebSocketChannel``); every task is cancelled and awaited when the client leaves.
+A context's groups are spoken in order by its own ``SpeakerChain`` (contexts speak side by side), one
+speaker per group, mapping the output stage's parts to ``chunk``/``timestamps``/``flush_done``/``done``.
+The receive loop never waits for synthesis, so text arriving mid-speech joins it and ``cancel`` stops one
+context at once. An error in one context (bad voice, bad format, a failed segment) is that context's
+``error`` event and ends only that context. Each utterance's request id (``<connection id>-<n>``) rides on
+its ``chunk``, ``timestamps`` and ``error`` events; errors about no utterance carry the connection's id.
 """
 
 from __future__ import annotations
@@ -20,42 +20,26 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
-from speakwire.encoders.off_loop import LoopEncoder, open_encoder
-from speakwire.encoders.registry import create_encoder
-from speakwire.errors import (
-    BadRequestError,
-    EngineError,
-    PayloadTooLargeError,
-    ShuttingDownError,
-    SpeakwireError,
-    TooBusyError,
-)
+from speakwire.errors import EngineError, ShuttingDownError, SpeakwireError
+from speakwire.output import AudioOut, AudioPart, OutputSpec, SegmentEnd, UtteranceEnd
+from speakwire.server.admission import Admitted, admit
 from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.cartesia import protocol as p
-from speakwire.server.flow import write_stall
+from speakwire.server.limits import CLOSE_POLICY, CLOSE_TRY_LATER, MAX_FRAME_BYTES, MAX_SESSION_CHARS
 from speakwire.server.options import ResolvedSpeech, resolve_speech
+from speakwire.server.session import WebSocketSession
+from speakwire.server.speakers import SpeakerChain
 from speakwire.server.state import ServerState
-from speakwire.server.stream.protocol import MAX_FRAME_BYTES, MAX_SESSION_CHARS, MAX_TEXT_MESSAGE_BYTES
-from speakwire.server.turns import close_utterance, open_utterance
-from speakwire.server.websocket_channel import ChannelClosed, WebSocketChannel
-from speakwire.synthesis import AudioReady, SegmentFinished, Utterance, UtteranceFinished
+from speakwire.server.websocket_channel import ChannelClosed
 
 logger = logging.getLogger(__name__)
 
 PROTOCOL = "cartesia"
-MAX_CONTEXTS = 256
-"""Open contexts per connection; each speaking one also holds an admission slot."""
-REMEMBERED_ENDED = 1024
-"""Ended context ids remembered, so a late empty closing request for one is ignored, not an error."""
-CLOSE_NORMAL, CLOSE_GOING_AWAY, CLOSE_POLICY, CLOSE_INTERNAL, CLOSE_TRY_LATER = 1000, 1001, 1008, 1011, 1013
 
 
 class Unauthorized(SpeakwireError):
@@ -65,17 +49,16 @@ class Unauthorized(SpeakwireError):
 
 @dataclass(eq=False, slots=True)
 class _Group:
-    """One flush group of a context: one utterance, created with its first text."""
+    """One flush group of a context: its utterance is admitted with its first text."""
 
     flush_id: int
-    utterance: Utterance | None = None
+    admitted: Admitted | None = None
     opened_at: float = 0.0
     closed: bool = False
     flush: bool = False
     """Ends with ``flush_done``."""
     last: bool = False
     """Ends the context with ``done``."""
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass(eq=False, slots=True)
@@ -83,220 +66,163 @@ class _Context:
     id: str
     spec: p.ContextSpec
     resolved: ResolvedSpeech
-    encoder: LoopEncoder
-    input: p.ContextInput = field(default_factory=p.ContextInput)
-    queue: asyncio.Queue[_Group] = field(default_factory=asyncio.Queue)
-    groups: list[_Group] = field(default_factory=list)
-    current: _Group | None = None
-    speaker: asyncio.Task[None] | None = None
+    out: AudioOut
+    """One output for all the context's groups: one timeline, one codec stream (``keep_open``)."""
+    current: _Group = field(default_factory=lambda: _Group(1))
+    chain: SpeakerChain = field(default_factory=SpeakerChain)
     timer: asyncio.TimerHandle | None = None
-    chars: int = 0
-    tail: str = ""
-    """The end of the text fed so far (does it end a sentence?)."""
-    samples_sent: int = 0
     ended: bool = False
 
 
-class CartesiaSession:
+class CartesiaSession(WebSocketSession):
+    protocol = PROTOCOL
+
     def __init__(self, websocket: WebSocket, state: ServerState) -> None:
-        self.ws = websocket
-        self.state = state
-        self._id = str(uuid.uuid4())
-        self._channel = WebSocketChannel(websocket, write_stall(state, PROTOCOL))
+        super().__init__(websocket, state)
+        self.connection = p.CartesiaConnection()
         self._contexts: dict[str, _Context] = {}
-        self._ended: OrderedDict[str, None] = OrderedDict()
+        self._ending: list[SpeakerChain] = []
+        """Speakers of ended contexts that may still be finishing (``cancel_all`` waits for them too)."""
+        self._utterances = 0
 
-    # ----- lifetime ---------------------------------------------------------------------
+    # ----- lifetime hooks ---------------------------------------------------------------
 
-    async def run(self) -> None:
+    async def accept(self) -> bool:
         expected = self.state.settings.api_key
         if expected and not key_matches(expected, offered_key(self.ws.headers, self.ws.query_params)):
             await self._deny()
-            return
+            return False
         await self.ws.accept()
-        if self.state.draining:  # SIGTERM: the error a stream refused gets, then 1013 (server.drain)
-            with contextlib.suppress(ChannelClosed):
-                await self._error(ShuttingDownError())
-            await self._close(CLOSE_TRY_LATER, "server shutting down")
-            return
-        try:
-            with self.state.open_session(self):
-                idle = self.state.settings.ws_idle_timeout_s
-                while (message := await self._channel.receive_idle(idle, self._busy)) is not None:
-                    await self._dispatch(message)
-                await self._close(CLOSE_NORMAL, "idle")
-        except ChannelClosed:
-            pass
-        except Exception:
-            logger.exception("cartesia session failed")
-            await self._close(CLOSE_INTERNAL, "internal error")
-        finally:
-            for ctx in list(self._contexts.values()):
-                await self._end_context(ctx)
+        return True
 
-    async def going_away(self) -> None:
-        """The drain is over (``server.drain``): an ``error`` for each open context (or one), then close 1001."""
-        error = ShuttingDownError("Server is shutting down; reconnect to continue (another instance will answer).")
+    async def refuse_draining(self, error: ShuttingDownError) -> None:
+        """The error a stream refused gets, then 1013 (``server.drain``)."""
         with contextlib.suppress(ChannelClosed):
-            contexts: list[str | None] = [*self._contexts] or [None]
-            for context_id in contexts:
-                await self._error(error, context_id)
-        await self._close(CLOSE_GOING_AWAY, "server shutting down")
+            await self._error(error)
+        await self.close(CLOSE_TRY_LATER, "server shutting down")
+
+    def busy(self) -> bool:
+        """A context is open: the connection is not idle, however quiet the client."""
+        return bool(self._contexts)
+
+    async def say_going_away(self, message: str) -> None:
+        """An ``error`` for each open context (or one for the connection)."""
+        contexts: list[str | None] = [*self._contexts] or [None]
+        for context_id in contexts:
+            await self._error(ShuttingDownError(message), context_id)
+
+    async def cancel_all(self) -> None:
+        for ctx in list(self._contexts.values()):
+            self._forget(ctx)
+        chains, self._ending = self._ending, []
+        for chain in chains:
+            await chain.cancel_all()
 
     async def _deny(self) -> None:
         """Refuse the handshake with HTTP 401, as Cartesia does (the SDK raises ``InvalidStatus``)."""
         error = Unauthorized(
             "Missing or invalid API key: send 'Authorization: Bearer <key>', 'X-API-Key' or ?api_key=."
         )
-        body = p.http_error_body(error, request_id=self._id)
+        body = p.http_error_body(error, request_id=self.request_id)
         response = JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
         try:
             await self.ws.send_denial_response(response)
         except RuntimeError:  # a server without the denial-response extension: close before accept (403)
             await self.ws.close(CLOSE_POLICY)
 
-    def _busy(self) -> bool:
-        """A context is open: the connection is not idle, however quiet the client."""
-        return bool(self._contexts)
-
-    # ----- sending ----------------------------------------------------------------------
-
-    async def _send(self, event: dict[str, Any]) -> None:
-        await self._channel.send_json(event)
-
-    async def _error(self, exc: SpeakwireError, context_id: str | None = None) -> None:
-        request_id = f"{self._id}:{context_id}:{uuid.uuid4()}" if context_id else self._id
-        await self._send(p.error_event(exc, request_id=request_id, context_id=context_id))
-
-    async def _close(self, code: int, reason: str = "") -> None:
-        await self._channel.close(code, reason)
+    async def _error(self, exc: SpeakwireError, context_id: str | None = None, request_id: str | None = None) -> None:
+        event = p.error_event(exc, request_id=request_id or self.request_id, context_id=context_id)
+        await self.channel.send_json(event)
 
     # ----- client messages --------------------------------------------------------------
 
-    async def _dispatch(self, message: str | bytes) -> None:
-        if isinstance(message, bytes):
-            await self._error(BadRequestError("Binary frames are not accepted; send JSON text messages."))
-            return
-        if len(message) * 4 > MAX_TEXT_MESSAGE_BYTES and len(message.encode(errors="replace")) > MAX_TEXT_MESSAGE_BYTES:
-            await self._error(PayloadTooLargeError(f"A message may hold at most {MAX_TEXT_MESSAGE_BYTES} bytes."))
-            return
-        try:
-            command = p.parse_message(message)
-        except p.MessageError as exc:
-            await self._fail(exc, exc.context_id)
-            return
-        if isinstance(command, p.Cancel):
-            ctx = self._contexts.get(command.context_id)
+    async def dispatch(self, message: str | bytes) -> None:
+        action = self.connection.receive(message)
+        if isinstance(action, p.Refuse):
+            ctx = self._contexts.get(action.context_id) if action.context_id else None
+            if ctx is not None:
+                await self._end_context(ctx)  # the SDK stops reading a context at its error
+            await self._error(action.error, action.context_id)
+        elif isinstance(action, p.Cancel):
+            ctx = self._contexts.get(action.context_id)
             if ctx is not None:
                 await self._end_context(ctx)  # barge-in: nothing more is sent for it
-            return
-        await self._generate(command)
-
-    async def _generate(self, request: p.Generate) -> None:
-        context_id = request.context_id or str(uuid.uuid4())
-        ctx = self._contexts.get(context_id)
-        if ctx is None:
-            if context_id in self._ended and not request.transcript:
-                return  # e.g. no_more_inputs() after the context failed or was cancelled
+        elif isinstance(action, p.OpenContext):
             try:
-                ctx = await self._open_context(context_id, request)
+                ctx = await self._open_context(action)
             except SpeakwireError as exc:
-                self._remember_ended(context_id)
-                await self._error(exc, context_id)
+                self.connection.end(action.context_id)
+                await self._error(exc, action.context_id)
                 return
-        try:
-            self._apply(ctx, ctx.input.receive(request))
-        except SpeakwireError as exc:
-            await self._fail(exc, ctx.id)
+            await self._apply(ctx, action.step, action.hold_s)
+        elif isinstance(action, p.Feed) and (ctx := self._contexts.get(action.context_id)) is not None:
+            await self._apply(ctx, action.step, action.hold_s)
 
-    async def _open_context(self, context_id: str, request: p.Generate) -> _Context:
-        if len(self._contexts) >= MAX_CONTEXTS:
-            raise TooBusyError(f"At most {MAX_CONTEXTS} contexts may be open on one connection.")
-        spec = p.parse_spec(request.fields)
+    async def _open_context(self, action: p.OpenContext) -> _Context:
         engine, _, _ = self.state.require_ready()
-        resolved = await resolve_speech(self.state, engine, spec.options)
-        fmt, rate = spec.output.encoder_format, resolved.output_rate
-        encoder = await open_encoder(fmt, lambda: create_encoder(fmt, rate, streaming=True))
-        ctx = _Context(context_id, spec, resolved, encoder)
-        ctx.current = self._new_group(ctx)
-        ctx.speaker = asyncio.create_task(self._speak(ctx), name=f"cartesia-context-{context_id}")
-        self._contexts[context_id] = ctx
+        resolved = await resolve_speech(self.state, engine, action.spec.options)
+        spec = OutputSpec(action.spec.output.encoder_format, resolved.output_rate, gain=action.spec.volume)
+        ctx = _Context(action.context_id, action.spec, resolved, await AudioOut.open(spec))
+        self._contexts[ctx.id] = ctx
         return ctx
 
-    def _apply(self, ctx: _Context, step: p.ContextStep) -> None:
-        """Feed, flush and close as one request asks; raises SpeakwireError (busy, too long)."""
-        if step.text:
-            self._feed(ctx, step.text)
+    async def _apply(self, ctx: _Context, step: p.ContextStep, hold_s: float | None) -> None:
+        """Feed, flush and close as one request asks; a refusal (at capacity) ends the context."""
+        try:
+            if step.text:
+                self._feed(ctx, step.text)
+        except SpeakwireError as exc:
+            await self._end_context(ctx)
+            await self._error(exc, ctx.id)
+            return
         if step.flush_id is not None:
             self._close_group(ctx, flush=True)
-            ctx.current = self._new_group(ctx)
+            ctx.current = _Group(step.flush_id + 1)
         if step.close:
             self._close_group(ctx, last=True)
-        elif step.text:
-            self._arm_buffer_timer(ctx)
+        elif hold_s is not None:
+            self._arm_buffer_timer(ctx, hold_s)
 
     def _feed(self, ctx: _Context, text: str) -> None:
-        ctx.chars += len(text)
-        if ctx.chars > MAX_SESSION_CHARS:
-            raise PayloadTooLargeError(
-                f"A context may hold at most {MAX_SESSION_CHARS} characters; start a new context.", param="transcript"
-            )
         group = ctx.current
-        assert group is not None
-        if group.utterance is None:
-            group.utterance = open_utterance(self.state, ctx.resolved, protocol=PROTOCOL,
-                                             max_buffer_chars=MAX_SESSION_CHARS)  # fmt: skip
+        if group.admitted is None:
+            self._utterances += 1
+            group.admitted = admit(self.state, ctx.resolved, protocol=PROTOCOL, max_buffer_chars=MAX_SESSION_CHARS,
+                                   request_id=f"{self.request_id}-{self._utterances}")  # fmt: skip
             group.opened_at = time.monotonic()
-            group.changed.set()
-        group.utterance.feed(text)
-        ctx.tail = (ctx.tail + text)[-16:]
-
-    def _new_group(self, ctx: _Context) -> _Group:
-        group = _Group(ctx.input.flush_id)
-        ctx.groups.append(group)
-        ctx.queue.put_nowait(group)
-        return group
+            ctx.chain.start(group.admitted, lambda _: self._speak(ctx, group))
+        group.admitted.utterance.feed(text)
 
     def _close_group(self, ctx: _Context, *, flush: bool = False, last: bool = False) -> None:
         group = ctx.current
-        assert group is not None
         group.flush |= flush
         group.last |= last
         group.closed = True
-        if group.utterance is not None:
-            group.utterance.finish()
-        group.changed.set()
+        if group.admitted is not None:
+            group.admitted.utterance.finish()
+        else:  # nothing to say: its speaker only answers the flush or the end, in turn
+            ctx.chain.start(None, lambda _: self._speak(ctx, group))
         if ctx.timer is not None:
             ctx.timer.cancel()
             ctx.timer = None
 
-    def _arm_buffer_timer(self, ctx: _Context) -> None:
+    def _arm_buffer_timer(self, ctx: _Context, delay_s: float) -> None:
         """Text the segmenter still holds when no more arrives in time is spoken anyway (``buffer_delay_s``)."""
         if ctx.timer is not None:
             ctx.timer.cancel()
-        delay = p.buffer_delay_s(ctx.spec, ctx.tail)
-        ctx.timer = asyncio.get_running_loop().call_later(delay, self._roll_over, ctx, ctx.current)
+        ctx.timer = asyncio.get_running_loop().call_later(delay_s, self._roll_over, ctx, ctx.current)
 
-    def _roll_over(self, ctx: _Context, group: _Group | None) -> None:
+    def _roll_over(self, ctx: _Context, group: _Group) -> None:
         ctx.timer = None
-        if ctx.ended or ctx.current is not group or group is None or group.closed or group.utterance is None:
+        if ctx.ended or ctx.current is not group or group.closed or group.admitted is None:
             return
         self._close_group(ctx)
-        ctx.current = self._new_group(ctx)
-
-    async def _fail(self, exc: SpeakwireError, context_id: str | None) -> None:
-        """``exc`` as an error event; a context it names is ended first (the SDK stops reading it)."""
-        ctx = self._contexts.get(context_id) if context_id else None
-        if ctx is not None:
-            await self._end_context(ctx)
-        elif context_id:
-            self._remember_ended(context_id)
-        await self._error(exc, context_id)
+        ctx.current = _Group(group.flush_id)
 
     # ----- ending contexts ----------------------------------------------------------------
 
     def _forget(self, ctx: _Context) -> None:
-        """Drop the context and release every utterance it holds (cancelling unfinished ones); idempotent."""
+        """Drop the context and give back every utterance it holds (cancelling unfinished ones); idempotent."""
         if ctx.ended:
             return
         ctx.ended = True
@@ -305,82 +231,61 @@ class CartesiaSession:
             ctx.timer = None
         if self._contexts.get(ctx.id) is ctx:
             del self._contexts[ctx.id]
-        self._remember_ended(ctx.id)
-        for group in ctx.groups:
-            if group.utterance is not None:
-                close_utterance(self.state, group.utterance, PROTOCOL)
-        ctx.groups.clear()
+        self.connection.end(ctx.id)
+        for speaker in ctx.chain.speaking:
+            if speaker.admitted is not None:
+                speaker.admitted.close()
+        if ctx.chain.busy:
+            self._ending = [chain for chain in self._ending if chain.busy] + [ctx.chain]
 
     async def _end_context(self, ctx: _Context) -> None:
-        """Stop the context now and wait until its speaker is gone."""
+        """Stop the context now and wait until its speakers are gone."""
         self._forget(ctx)
-        speaker = ctx.speaker
-        if speaker is not None and speaker is not asyncio.current_task() and not speaker.done():
-            speaker.cancel()
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await speaker
-
-    def _remember_ended(self, context_id: str) -> None:
-        self._ended[context_id] = None
-        self._ended.move_to_end(context_id)
-        while len(self._ended) > REMEMBERED_ENDED:
-            self._ended.popitem(last=False)
+        await ctx.chain.cancel_all()
 
     # ----- speaking ---------------------------------------------------------------------
 
-    async def _speak(self, ctx: _Context) -> None:
+    async def _speak(self, ctx: _Context, group: _Group) -> None:
+        """One group, in turn: its audio, then its ``flush_done`` and (the last) the context's ``done``."""
+        if ctx.ended:
+            return
         try:
-            while True:
-                group = await ctx.queue.get()
-                if not await self._speak_group(ctx, group):
-                    return
-                if group.flush:
-                    await self._send(p.flush_done_event(ctx.id, group.flush_id))
-                if group.last:
-                    await self._send(p.done_event(ctx.id))
-                    return
+            if group.admitted is not None and not await self._speak_audio(ctx, group, group.admitted):
+                return
+            if group.flush:
+                await self.channel.send_json(p.flush_done_event(ctx.id, group.flush_id))
+            if group.last:
+                await self.channel.send_json(p.done_event(ctx.id))
+                self._forget(ctx)
         except ChannelClosed:
-            pass
+            raise
         except Exception as exc:
             logger.exception("cartesia context %s failed", ctx.id)
             self._forget(ctx)
+            request_id = group.admitted.request_id if group.admitted is not None else None
             with contextlib.suppress(ChannelClosed):
-                await self._error(EngineError(f"Internal error: {type(exc).__name__}"), ctx.id)
-        finally:
-            self._forget(ctx)
+                await self._error(EngineError(f"Internal error: {type(exc).__name__}"), ctx.id, request_id)
 
-    async def _speak_group(self, ctx: _Context, group: _Group) -> bool:
-        """Send one group's audio; False when the context ended (cancelled or failed)."""
-        while group.utterance is None and not group.closed:
-            await group.changed.wait()
-            group.changed.clear()
-        utterance = group.utterance
-        if utterance is None:
-            return True
-        rate = ctx.resolved.output_rate
-        offset_s = ctx.samples_sent / rate
-        volume = ctx.spec.volume
+    async def _speak_audio(self, ctx: _Context, group: _Group, admitted: Admitted) -> bool:
+        """Send the group's audio as it is made; False when the context ended (cancelled or failed)."""
+        request_id, rate = admitted.request_id, ctx.resolved.output_rate
         produced_at = group.opened_at
-        try:
-            async for event in utterance.events():
-                if isinstance(event, AudioReady):
-                    now = time.monotonic()
-                    step_ms, produced_at = (now - produced_at) * 1000, now
-                    samples = event.samples if volume == 1.0 else event.samples * volume
-                    data = await ctx.encoder.encode(samples)
-                    ctx.samples_sent += len(event.samples)
-                    for start in range(0, len(data), MAX_FRAME_BYTES):
-                        piece = data[start : start + MAX_FRAME_BYTES]
-                        await self._send(p.chunk_event(ctx.id, piece, step_ms, group.flush_id))
-                        step_ms = 0.0
-                    if ctx.spec.add_timestamps and event.words:
-                        await self._send(p.timestamps_event(ctx.id, event.words, offset_s, group.flush_id))
-                elif isinstance(event, SegmentFinished) and event.error is not None:
-                    self._forget(ctx)
-                    await self._error(event.error, ctx.id)
-                    return False
-                elif isinstance(event, UtteranceFinished):
-                    return not event.cancelled
-        finally:
-            close_utterance(self.state, utterance, PROTOCOL)
+        async for part in ctx.out.parts(admitted.utterance, keep_open=True):
+            if isinstance(part, AudioPart):
+                now = time.monotonic()
+                step_ms, produced_at = (now - produced_at) * 1000, now
+                for start in range(0, len(part.data), MAX_FRAME_BYTES):
+                    piece = part.data[start : start + MAX_FRAME_BYTES]
+                    await self.channel.send_json(p.chunk_event(ctx.id, piece, step_ms, group.flush_id, request_id))
+                    step_ms = 0.0
+                if ctx.spec.add_timestamps and part.words:
+                    offset_s = ctx.out.utterance_start / rate  # the context's audio before this utterance
+                    event = p.timestamps_event(ctx.id, part.words, offset_s, group.flush_id, request_id)
+                    await self.channel.send_json(event)
+            elif isinstance(part, SegmentEnd) and part.error is not None:
+                self._forget(ctx)
+                await self._error(part.error, ctx.id, request_id)
+                return False
+            elif isinstance(part, UtteranceEnd):
+                return not part.cancelled
         return True
