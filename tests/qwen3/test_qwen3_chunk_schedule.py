@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from speakwire.engines.qwen3.chunk_schedule import JOIN_SHARE, ChunkSchedule, end_chunks, readable_ends
+from speakwire.engines.qwen3.chunk_schedule import JOIN_SHARE, ChunkSchedule, end_chunks
 
 SCHEDULE = (2, 4, 8, 16, 25)
 
@@ -111,30 +111,6 @@ def test_the_ends_of_a_step_are_the_pairwise_rule_for_mixed_rows() -> None:
         expected = pairwise_ends(rows, last)
         assert end_chunks(rows, last) == expected
         rows = [r for r, end in zip(rows, last, strict=True) if not end]
-
-
-def test_only_the_oldest_row_of_a_stream_counts_as_coming_to_code2wav() -> None:
-    """A step's announced chunks: each row of a stream of its own, and the oldest row in the loop of each
-    utterance; a newer row of an utterance is read only after the older one ends, not for this step."""
-    talk, other = object(), object()
-    old, new = ChunkSchedule(SCHEDULE, stream=talk), ChunkSchedule(SCHEDULE, stream=talk)
-    alone, far, raw = ChunkSchedule(SCHEDULE), ChunkSchedule(SCHEDULE, stream=other), None
-    loop = [far, old, raw, alone, new]
-    assert readable_ends([new, alone, far, raw], [True, True, True, False], loop) == [False, True, True, False]
-    assert readable_ends([new, old], [True, True], loop) == [False, True]  # not new: old is in
-    assert readable_ends([new], [True], [far, new, alone]) == [True]  # the older row has left the loop: new is read
-    assert readable_ends([old, far], [False, False], loop) == [False, False]
-
-
-def test_a_row_whose_consumer_is_away_is_not_counted_as_coming_to_code2wav() -> None:
-    """Its consumer handed a chunk on and is not reading (its utterance waits for the listener at the lead):
-    it asks for nothing now, so of two rows ending a chunk in one step only the other one is coming."""
-    parked, reading = ChunkSchedule(SCHEDULE, stream=object()), ChunkSchedule(SCHEDULE, stream=object())
-    loop = [parked, reading]
-    assert readable_ends(loop, [True, True], loop) == [True, True]
-    assert readable_ends(loop, [True, True], loop, away=[True, False]) == [False, True]
-    assert readable_ends(loop, [True, True], loop, away=[True, True]) == [False, False]
-    assert readable_ends([reading], [False], loop, away=[False]) == [False]  # no end, nothing to announce
 
 
 def test_a_schedule_of_no_frames_is_refused() -> None:

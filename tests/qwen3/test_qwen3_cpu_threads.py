@@ -22,7 +22,7 @@ def _many_threads() -> int:
     """More intra-op threads than a CPU engine's share (half the usable cores), set for this process."""
     import torch
 
-    from speakwire.engines.qwen3.engine import usable_cores
+    from speakwire.engines.qwen3.cpu_threads import usable_cores
 
     many = max(2, usable_cores())
     torch.set_num_threads(many)

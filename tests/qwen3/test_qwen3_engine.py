@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from oracle.package import synthesize_full
 from qwen3_testing import noise_clip, require_qwen_tts, steer_eos
 
 from speakwire.engines.base import Engine, SynthesisRequest
@@ -100,7 +101,7 @@ def test_streamed_audio_equals_the_packages_own_non_streamed_audio(engines: dict
     engine = engines[task]
     with steer_eos(engine, after=40):  # 40 frames: longer than the tiny decoder's 2 × 4-frame window + convs
         streamed = np.concatenate([c.samples for c in engine.synthesize(TEXT, request_for(task))])
-        full = engine.synthesize_full(TEXT, request_for(task)).samples
+        full = synthesize_full(engine, TEXT, request_for(task)).samples
     assert len(streamed) == len(full) == 40 * FRAME
     np.testing.assert_allclose(streamed, full, rtol=0, atol=1e-5)
 
@@ -158,7 +159,7 @@ def test_a_runaway_utterance_is_cut_at_its_budget_and_reported(
     )
     with steer_eos(custom_voice_engine, after=None), caplog.at_level(logging.WARNING):
         chunks = [c.samples for c in custom_voice_engine.synthesize(TEXT, streamed)]
-        whole = custom_voice_engine.synthesize_full(TEXT, full)
+        whole = synthesize_full(custom_voice_engine, TEXT, full)
     assert sum(stream_frames(chunks)) == 12 and len(whole.samples) == 12 * FRAME
     assert streamed.extra["capped"] is True and full.extra["capped"] is True
     assert caplog.text.count("hit its frame budget (12 frames = 1.0 s) without EOS and was cut: 'hello world") == 2
@@ -294,7 +295,7 @@ def test_loading_logs_variant_size_device_dtype_memory_and_time(
 ) -> None:
     from speakwire.engines.qwen3 import load_qwen3_engine
 
-    with caplog.at_level(logging.INFO, logger="speakwire.engines.qwen3.engine"):
+    with caplog.at_level(logging.INFO, logger="speakwire.engines.qwen3"):
         load_qwen3_engine(str(tiny_checkpoints["base"]), gpu_memory_utilization=0.5).close()
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("qwen3: loaded"))
     for part in (
@@ -364,7 +365,7 @@ def test_a_missing_extra_raises_with_the_install_command(
 def test_cpu_threads_count_the_cores_of_the_affinity_and_the_cgroup_quota(tmp_path: Path) -> None:
     import os
 
-    from speakwire.engines.qwen3.engine import cgroup_cpu_quota, usable_cores
+    from speakwire.engines.qwen3.cpu_threads import cgroup_cpu_quota, usable_cores
 
     cpu_max = tmp_path / "cpu.max"
     affinity = len(os.sched_getaffinity(0))

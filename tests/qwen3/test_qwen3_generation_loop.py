@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 from loop_rows import assert_rows_match, collect, loaded_engine, prepared, send, solo_codes, start_row
+from oracle.eager_step import eager_steps, static_predictor
+from oracle.package import generate, synthesize_full
 from qwen3_testing import noise_clip, steer_eos
 
 from speakwire.engines.base import SynthesisRequest
@@ -63,7 +65,7 @@ def package_codes(engine: Any, text: str, req: SynthesisRequest) -> np.ndarray:
     tokenizer.decode = record
     try:
         torch.manual_seed(int(req.seed or 0))
-        engine._generate(text, req, max_new_tokens=int(req.max_new_tokens or FRAMES) + 1)
+        generate(engine, text, req, max_new_tokens=int(req.max_new_tokens or FRAMES) + 1)
     finally:
         tokenizer.decode = inner
     codes = seen[0].cpu().numpy()
@@ -101,7 +103,7 @@ def test_greedy_streamed_audio_equals_the_packages_audio(engines: dict[str, Any]
     engine = engine_for(engines, voice)
     with steer_eos(engine, after=FRAMES):
         streamed = np.concatenate([c.samples for c in engine.synthesize(TEXT, request(engine, voice, greedy=True))])
-        full = engine.synthesize_full(TEXT, request(engine, voice, greedy=True)).samples
+        full = synthesize_full(engine, TEXT, request(engine, voice, greedy=True)).samples
     assert len(streamed) == len(full) == FRAMES * 1920
     np.testing.assert_allclose(streamed, full, rtol=0, atol=1e-5)
 
@@ -239,12 +241,12 @@ def _tensor_count() -> int:
 
 def test_the_static_predictor_for_cuda_graphs_gives_exactly_the_eager_codes(tiny_checkpoints: dict[str, Any]) -> None:
     """The graph-capturable predictor (static buffers per batch bucket, padded rows), run eagerly on CPU."""
-    with loaded_engine(tiny_checkpoints["custom_voice"], max_batch=8) as engine:
-        engine.loop.use_static_step(False)  # the eager reference step, where the static predictor is used
+    # The eager reference step, where the static predictor is used.
+    with loaded_engine(tiny_checkpoints["custom_voice"], max_batch=8) as engine, eager_steps(engine.loop):
         mixes = [("CustomVoice", {"seed": s, "frames": 20 + 5 * s, "greedy": s % 2 == 0}) for s in range(5)]
         texts = [TEXT, "Hi there!", "hello world.", TEXT, "this is a test."]
         eager = [loop_codes(engine, [t], request(engine, v, **o)) for (v, o), t in zip(mixes, texts, strict=True)]
-        engine.loop.talker.use_static_predictor(capture=False)
+        static_predictor(engine.loop.talker)
         rows = [engine.open_row(request(engine, voice, **opts)) for voice, opts in mixes]
         for row, text in zip(rows, texts, strict=True):
             send(row, text)

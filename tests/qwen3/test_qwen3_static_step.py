@@ -1,6 +1,6 @@
 """The static, device-resident step (``static_step``) against the eager reference step, on tiny checkpoints.
 
-The loop runs ``StaticStep`` by default (what a CUDA graph records; eagerly on CPU). ``use_static_step(False)``
+The loop runs ``StaticStep`` by default (what a CUDA graph records; eagerly on CPU). ``oracle.eager_step``
 runs the reference: the package's decoder layers over ``SlotKVCache``, gathering each row's state and building
 index tensors from host lists every step. For the same rows both must give exactly the same codes, greedy and
 sampled, in padded buckets, with rows joining and leaving and cancelled; and a static step must build no
@@ -9,6 +9,7 @@ tensor from host data and read back exactly one.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from loop_rows import assert_rows_match, codes_of, collect, loaded_engine, prepared, send, solo_codes, start_row
+from oracle.eager_step import eager_steps
 from qwen3_testing import steer_eos
 
 from speakwire.engines.base import SynthesisRequest
@@ -44,8 +46,14 @@ def request(engine: Any, *, seed: int, frames: int, greedy: bool = False, sampli
 
 def run_mix(engine: Any, specs: list[dict[str, Any]], *, static: bool) -> list[tuple[np.ndarray, str]]:
     """Rows started at their ``after`` (frames of row 0 already out), each consumed on its own thread."""
-    engine.loop.use_static_step(static)
-    assert engine.loop.wait_idle(timeout=60)
+    with contextlib.ExitStack() as stack:
+        if not static:
+            stack.enter_context(eager_steps(engine.loop))
+        assert engine.loop.wait_idle(timeout=60)
+        return _run_mix(engine, specs)
+
+
+def _run_mix(engine: Any, specs: list[dict[str, Any]]) -> list[tuple[np.ndarray, str]]:
     results: list[Any] = [None] * len(specs)
     rows: list[Row | None] = [None] * len(specs)
     started = [threading.Event() for _ in specs]
@@ -72,7 +80,6 @@ def run_mix(engine: Any, specs: list[dict[str, Any]], *, static: bool) -> list[t
         others.append(thread)
     for thread in [first, *others]:
         thread.join(timeout=300)
-    engine.loop.use_static_step(True)
     return results
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Iterator
 from itertools import accumulate, pairwise
 from typing import Any
@@ -267,64 +266,51 @@ def test_windows_of_different_shapes_decode_in_one_call_each_as_decoded_alone() 
             assert_same_audio(audio, solo.decode(chunk))
 
 
-def test_chunks_announced_for_a_step_wait_for_each_other_and_share_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The loop announces a step's chunk ends (``expect``); their consumers hand them over one by one, from
-    threads that wake apart, and code2wav decodes them in one call, not the first one alone."""
-    from speakwire.engines.qwen3 import decode_batcher
+def test_jobs_handed_over_together_share_calls_and_each_owners_callbacks_keep_their_order() -> None:
+    """The loop hands a step's chunk ends (and rows' ends) to code2wav at once, with what to do with the audio:
+    nobody waits on a thread for it. A row's callbacks run in the order it handed its jobs over, its end after its
+    last chunk, even when a later chunk of another length is decoded first; two windows of one utterance (its
+    group) never share a call; each chunk is its solo decode."""
+    from speakwire.engines.qwen3.decode_batcher import DecodeJob
     from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 
-    monkeypatch.setattr(decode_batcher, "GATHER_S", 60.0)  # only the announced count lets it go
     model = decoder(layers=2, window=4)
-    streams = 3
-    chunks = streams_of_codes(streams, 4, shift=1)
-    out: list[np.ndarray | None] = [None] * streams
+    rows = 3
+    frames = streams_of_codes(rows, 6, shift=2)
+    seen: list[tuple[int, str, np.ndarray | None]] = []
+    done = threading.Event()
+
+    def callback(row: int, what: str) -> Any:
+        def record(audio: np.ndarray | None, error: BaseException | None) -> None:
+            assert error is None
+            seen.append((row, what, audio))
+            if len(seen) == 3 * rows:
+                done.set()
+
+        return record
+
+    talk = object()  # rows 1 and 2 are one utterance (a long text rolled over)
+    jobs = []
+    states = [StreamDecoder(model) for _ in range(rows)]
+    for row in range(rows):
+        group = talk if row else None
+        jobs.append(DecodeJob(row, states[row], frames[row][:4], None, callback(row, "long"), group))
+    for row in range(rows):
+        group = talk if row else None
+        jobs.append(DecodeJob(row, states[row], frames[row][4:5], None, callback(row, "short"), group))
+        jobs.append(DecodeJob(row, None, None, None, callback(row, "end"), group))
     with batcher_of(model) as batcher:
-        batcher.expect(7, streams)
-
-        def consumer(i: int) -> None:
-            out[i] = batcher.decode(StreamDecoder(model), chunks[i], None, 7)
-
-        on_threads(consumer, streams)
-    assert batcher.stats.calls == 1 and batcher.stats.max_batch == streams
-    for audio, chunk in zip(out, chunks, strict=True):
-        assert_same_audio(audio, StreamDecoder(model).decode(chunk))
-
-
-def test_announced_chunks_that_never_come_or_trickle_in_do_not_hold_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An announced consumer that will not ask now (its reader stalled a lead behind) does not hold the others;
-    nor do consumers that keep coming, each a moment after the one before: the wait runs from the first arrival,
-    not the latest, so the first is decoded while the rest are still on their way."""
-    from speakwire.engines.qwen3 import decode_batcher
-    from speakwire.engines.qwen3.stream_decoder import StreamDecoder
-
-    monkeypatch.setattr(decode_batcher, "GATHER_S", 0.2)
-    model = decoder(layers=2, window=4)
-    with batcher_of(model) as batcher:
-        batcher.expect(3, 2)  # the other consumer's reader stalled: it will not ask now
-        audio = batcher.decode(StreamDecoder(model), codes(2), None, 3)
-        later = batcher.decode(StreamDecoder(model), codes(2), None, 4)  # nothing announced: no wait at all
-        assert len(audio) == len(later) == 2 * SAMPLES_PER_FRAME and batcher.stats.calls == 2
-
-        trickle = 100
-        batcher.expect(5, 1 + trickle)
-        first = threading.Event()
-
-        def consumer(i: int) -> None:
-            batcher.decode(StreamDecoder(model), codes(2), None, 5)
-            if i == 0:
-                first.set()
-
-        threads = [threading.Thread(target=consumer, args=(0,))]
-        threads[0].start()
-        while not first.is_set() and len(threads) <= trickle:
-            threads.append(threading.Thread(target=consumer, args=(len(threads),)))
-            threads[-1].start()
-            time.sleep(0.01)  # each comes well within GATHER_S of the one before: a wait restarted by each never ends
-        assert first.wait(60)
-        assert len(threads) <= trickle  # decoded before the last announced chunk was even asked for
-        for thread in threads:
-            thread.join(timeout=60)
-    assert batcher.stats.chunks == 2 + len(threads) and batcher.stats.calls < 2 + len(threads)
+        batcher.submit(jobs)
+        assert done.wait(60)
+        stats = batcher.stats
+    for row in range(rows):
+        assert [what for r, what, _ in seen if r == row] == ["long", "short", "end"]
+        solo = StreamDecoder(model)
+        long, short = (audio for r, what, audio in seen if r == row and what != "end")
+        assert_same_audio(long, solo.decode(frames[row][:4]))
+        assert_same_audio(short, solo.decode(frames[row][4:5]))
+    # Rows 0 and 1 share calls; row 2, of row 1's utterance, never does (without that rule: batches of 3).
+    assert stats.chunks == 2 * rows and stats.max_batch == 2
 
 
 def test_the_memory_cap_is_what_fits_at_least_one_at_most_the_ceiling() -> None:

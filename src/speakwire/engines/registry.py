@@ -8,18 +8,21 @@ from speakwire.engines.base import Engine, EngineInfo
 from speakwire.settings import Settings
 
 ENGINE_NAMES = ("piper", "qwen3")
+STREAMING_WORKERS = 2
+"""Scheduler workers for an engine that streams text (``EngineInfo.streams_text``): they only prepare requests."""
 
 
 def default_worker_count(settings: Settings, info: EngineInfo | None = None) -> int:
-    """One worker per core for CPU engines; one per concurrent utterance for batched engines (Qwen3).
+    """One worker per core for CPU engines; ``STREAMING_WORKERS`` for engines that take text while generating.
 
-    A batched engine's utterances all advance in its own generation loop; a worker only waits for its
-    utterance's frames and decodes them, so it needs one per utterance the engine can hold.
+    Such an engine (Qwen3) generates and decodes every utterance on threads of its own and pushes the audio to
+    the event loop; a worker only prepares an utterance's request (a clone prompt's encoders), a short job, so
+    a couple serve any number of streams.
     """
     if settings.workers > 0:
         return settings.workers
-    if info is not None and info.max_concurrent:
-        return info.max_concurrent
+    if info is not None and info.streams_text:
+        return STREAMING_WORKERS
     return max(1, os.cpu_count() or 1)
 
 
@@ -30,7 +33,7 @@ def load_engine(settings: Settings) -> Engine:
 
         return PiperEngine.load(settings.model)
     if settings.engine == "qwen3":
-        from speakwire.engines.qwen3.engine import load_qwen3_engine
+        from speakwire.engines.qwen3.loader import load_qwen3_engine
 
         if not settings.model:
             raise ValueError("--engine qwen3 needs --model (a local directory or a hub id)")

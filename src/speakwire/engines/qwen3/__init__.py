@@ -5,6 +5,7 @@ does, and raises ``MissingExtraError`` naming the ``[qwen]`` extra when they are
 missing.
 """
 
-from speakwire.engines.qwen3.engine import Qwen3Engine, load_qwen3_engine
+from speakwire.engines.qwen3.engine import Qwen3Engine
+from speakwire.engines.qwen3.loader import load_qwen3_engine
 
 __all__ = ["Qwen3Engine", "load_qwen3_engine"]

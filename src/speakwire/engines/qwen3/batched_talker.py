@@ -1,10 +1,9 @@
 """The talker and its code predictor as batched steps over many utterances at different positions.
 
-``prefill`` runs one row's prompt (or a chunk of it) into its KV slot. ``decode`` advances
-every given row by one talker position in one forward: the rows' new keys and values go to
-their own slots at their own positions, and each row attends to its own prefix only.
-``predict_residuals`` runs the code predictor's 15 steps for all rows at once; every row is
-at the same inner position, so that is a plain batch with a fresh small cache per frame.
+``prefill`` runs one row's prompt (or a chunk of it) into its KV slot, ``prefill_rows`` the
+next chunks of several rows' prompts in one padded forward, each into its own slot from its
+own position. The step itself is ``static_step``'s (the eager reference step, which used the
+rest of this class, lives in the tests: ``tests/qwen3/oracle``).
 
 The package's own modules do the arithmetic (decoder layers, norms, rotary embedding, heads),
 so the numbers are the package's numbers. Logits are taken over all positions and cast to
@@ -16,8 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from speakwire.engines.qwen3.kv_slots import SlotKVCache
-from speakwire.engines.qwen3.predictor_graph import PredictorGraphs, predictor_logits
-from speakwire.engines.qwen3.sampling import Sampling, draw_noise, sample_rows
 
 
 class BatchedTalker:
@@ -34,26 +31,6 @@ class BatchedTalker:
         self.cache = cache
         self.codebooks = int(tts.model.config.talker_config.num_code_groups)
         self._tts = tts
-        self.static: PredictorGraphs | None = None
-        """Static predictors per batch bucket (CUDA graphs once captured); None: the eager loop."""
-
-    def use_static_predictor(self, *, capture: bool) -> float:
-        """Switch the code predictor to static buffers per batch bucket; ``capture`` records CUDA graphs.
-
-        Returns the capture time in seconds. Call while no utterance is running (``GenerationLoop.wait_idle``).
-        """
-        graphs = PredictorGraphs(self._tts, self.cache.slots)
-        seconds = graphs.capture() if capture else 0.0
-        self.static = graphs
-        return seconds
-
-    def embed_codes(self, frames: Any) -> Any:
-        """(B, 1, D): a frame's 16 codebook embeddings summed (what the talker reads back)."""
-        torch = self._torch
-        parts = [self._talker.get_input_embeddings()(frames[:, :1])]
-        embeddings = self._predictor.get_input_embeddings()
-        parts += [embeddings[i](frames[:, i + 1 : i + 2]) for i in range(self.codebooks - 1)]
-        return torch.cat(parts, dim=1).sum(1, keepdim=True)
 
     def prefill(self, slot: int, embeds: Any, start: int) -> tuple[Any, Any]:
         """Run ``embeds`` (1, n, D) into ``slot`` from ``start``: (logits (1, V) float32, hidden (1, 1, D))."""
@@ -91,50 +68,6 @@ class BatchedTalker:
         last = torch.tensor(lengths, device=device) - 1
         return logits[rows, last], hidden[rows, last].unsqueeze(1)
 
-    def decode(self, slots: list[int], positions: list[int], embeds: Any) -> tuple[Any, Any]:
-        """One talker step for B rows: ``embeds`` (B, 1, D) at each row's own position."""
-        torch = self._torch
-        self.cache.plan_decode(slots, positions)
-        device = embeds.device
-        where = torch.tensor(positions, device=device)
-        position_ids = where.view(1, -1, 1).expand(3, -1, -1)
-        mask = None
-        if min(positions) != max(positions):
-            keys = torch.arange(max(positions) + 1, device=device)
-            mask = (keys[None, :] <= where[:, None]).view(len(slots), 1, 1, -1)
-        hidden = self._layers(embeds, position_ids, mask)
-        return self._logits(hidden), hidden[:, -1:, :]
-
-    def predict_residuals(
-        self, past_hidden: Any, first_codes: Any, settings: list[Sampling], generators: list[Any]
-    ) -> Any:
-        """Codebooks 1..15 for each row's frame: (B, 15) long, sampled with each row's subtalker settings.
-
-        Each codebook is one ``predictor_logits`` forward, without ``generate``'s per-call set-up.
-        """
-        torch = self._torch
-        predictor = self._predictor
-        model = predictor.model
-        vocab = int(predictor.config.vocab_size)
-        noise = draw_noise(torch, (self.codebooks - 1, vocab), settings, generators, device=past_hidden.device)
-        static = self.static.for_batch(len(settings), settings) if self.static is not None else None
-        if static is not None:
-            static.load(past_hidden, first_codes, settings, noise)
-            return static.run()[: len(settings)].clone()
-        cache = _GrowingCache()
-        inputs = torch.cat((past_hidden, self._talker.get_input_embeddings()(first_codes.unsqueeze(1))), dim=1)
-        codes: list[Any] = []
-        position = 0
-        for step in range(self.codebooks - 1):
-            if step:
-                inputs = model.get_input_embeddings()[step - 1](codes[-1].unsqueeze(1))
-            length = inputs.shape[1]
-            positions = torch.arange(position, position + length, device=inputs.device).unsqueeze(0)
-            logits = predictor_logits(torch, predictor, inputs, positions, cache, step)
-            position += length
-            codes.append(sample_rows(torch, logits, settings, generators, noise=noise[:, step]))
-        return torch.stack(codes, dim=1)
-
     def _layers(self, embeds: Any, position_ids: Any, mask: Any) -> Any:
         model = self._model
         embeddings = model.rotary_emb(embeds, position_ids)
@@ -168,21 +101,3 @@ def check_attention(tts: Any) -> None:
                 f"qwen3: the {name} runs attention implementation {implementation!r}; the generation loop needs "
                 "'sdpa' (load the model with attn_implementation='sdpa')"
             )
-
-
-class _GrowingCache:
-    """The code predictor's per-frame KV cache: at most 16 positions, appended to (the ``Cache.update`` call)."""
-
-    def __init__(self) -> None:
-        import torch
-
-        self._torch = torch
-        self._layers: dict[int, tuple[Any, Any]] = {}
-
-    def update(self, key: Any, value: Any, layer_idx: int, cache_kwargs: Any = None) -> tuple[Any, Any]:
-        held = self._layers.get(layer_idx)
-        if held is not None:
-            key = self._torch.cat((held[0], key), dim=-2)
-            value = self._torch.cat((held[1], value), dim=-2)
-        self._layers[layer_idx] = (key, value)
-        return key, value

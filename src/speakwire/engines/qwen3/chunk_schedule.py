@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 JOIN_SHARE = 0.5
 """A row ends its chunk with a due one once it has this share of its own next chunk's frames."""
@@ -90,28 +90,3 @@ def _due_elsewhere(schedule: ChunkSchedule, due: int, due_of_stream: Counter[int
     own = due_of_stream[id(schedule.stream)] if schedule.stream is not None else 0
     return due > own
 
-
-def readable_ends(
-    schedules: Sequence[ChunkSchedule | None],
-    ends: Sequence[bool],
-    in_loop: Iterable[ChunkSchedule | None],
-    away: Sequence[bool] | None = None,
-) -> list[bool]:
-    """Which of a step's chunk ends (``end_chunks``) a reader can ask code2wav for now: what the loop
-    announces (``DecodeBatcher.expect``), so that code2wav waits for no one who cannot come.
-
-    ``in_loop``: the schedules of every row in the loop, oldest first. The rows of one stream are read one
-    after another on one thread (``Qwen3TextStream`` reads a row to its end before the next), so a row whose
-    stream has an older row still in the loop is not read yet: its chunk waits for that row's end, not for
-    this step's decode. ``away``: rows whose consumer is not reading now (``Row.consumer_away``: it handed
-    a chunk on and has not come back, mostly because its utterance waits for its listener at the lead); it
-    asks for nothing until it is back, and then for the chunks it missed first, one by one."""
-    away = away if away is not None else [False] * len(schedules)
-    oldest: dict[int, ChunkSchedule] = {}
-    for schedule in in_loop:
-        if schedule is not None and schedule.stream is not None:
-            oldest.setdefault(id(schedule.stream), schedule)
-    return [
-        end and not gone and schedule is not None and oldest.get(id(schedule.stream), schedule) is schedule
-        for schedule, end, gone in zip(schedules, ends, away, strict=True)
-    ]

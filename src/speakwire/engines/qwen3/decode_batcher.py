@@ -1,20 +1,23 @@
-"""Code2wav for every stream on one thread, batched: the chunks that are due together decode together.
+"""Code2wav for every stream on one thread, batched: the chunks the generation loop hands over together decode together.
 
-Each stream keeps its own ``StreamDecoder`` (its history), and asks for its next chunk with
-``decode``. The batcher's thread takes every request waiting, builds each one's window and decodes
-them in as few calls as padding allows (``buckets``): windows of different shapes share a call,
-padded on the right (``decode_windows``), since streams that started a step apart, or with
-different histories, never have one shape. The generation loop ends the chunks of streams that
-are nearly due together with the one that is (``chunk_schedule``), so the requests of one step
-arrive together; code2wav waits for the announced ones (``expect``), but at most ``GATHER_S`` from
-the first of them. While it works, new requests queue up, so the batch grows with the load by itself.
+Each row keeps its own ``StreamDecoder`` (its history). The generation loop knows where its rows' chunks end
+(``chunk_schedule``), and after each step it hands every chunk that ended in that step over at once
+(``submit``), with what to do with the audio: nothing here waits for a consumer, and no consumer thread asks.
+The batcher's thread takes every job waiting, builds each one's window and decodes them in as few calls as
+padding allows (``buckets``): windows of different shapes share a call, padded on the right
+(``decode_windows``), since streams that started a step apart, or with different histories, never have one
+shape. While it works, new jobs queue up, so the batch grows with the load by itself.
+
+Each job's callback runs on this thread once its audio is ready, and one owner's (a row's) callbacks run in
+the order its jobs were submitted, a job without frames (the row's end) included: a row's last chunk is
+handed on before its end.
 
 The cap keeps a full house within memory: on CUDA ``fit_to_memory`` derives it at load from the
 peak memory of one window's decode and the memory the loop's plan leaves free; on CPU it is
 ``CPU_MAX_WINDOWS``.
 
 On CUDA the decodes run on a stream of their own, so they overlap the talker's steps instead
-of queueing behind them (and the talker's behind them) on the default stream. A request carries
+of queueing behind them (and the talker's behind them) on the default stream. A job carries
 the event of its newest frame (``Frame.ready``): the decode stream waits on that event before it
 stacks the frames and builds the window, and on nothing else (``stream_sync``).
 """
@@ -24,8 +27,8 @@ from __future__ import annotations
 import logging
 import math
 import threading
-import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from speakwire.audio.chunk import Float32Array
@@ -38,26 +41,31 @@ CPU_MAX_WINDOWS = 64
 """Windows per code2wav call on CPU (memory is not what limits it there)."""
 PAD_SHARE = 2
 """A call pads its windows to at most this many times its shortest (``buckets``)."""
-GATHER_S = 0.01
-"""How long code2wav waits, from the first of a step's announced chunks (``expect``), for the rest of them
-before it decodes what came."""
+
+Done = Callable[[Float32Array | None, BaseException | None], None]
+"""A job's callback: its audio (None for a job without frames), or the error that ended its decode."""
 
 
 @dataclass(slots=True)
-class _Request:
-    state: StreamDecoder
+class DecodeJob:
+    """One chunk of one row (or, with no frames, a marker in the row's order: its end)."""
+
+    owner: object
+    """Whose order the callback keeps (the row): its jobs' callbacks run in submission order."""
+    state: StreamDecoder | None
     frames: Any
-    """(n, Q) codes, or a list of (Q,) frames."""
+    """(n, Q) codes, or a list of (Q,) frames; None: nothing to decode, only the callback in order."""
     ready: Any
     """The event of the newest frame (CUDA), or None."""
-    tag: int | None = None
-    """The loop step whose chunk ends this request brings (``expect``), or None."""
-    arrived: float = 0.0
-    """When it was queued (``time.monotonic``): a step's gather ends ``GATHER_S`` after its first came."""
+    done: Done
+    group: object = None
+    """The utterance the row is part of (None: the owner alone): no call holds two windows of one group, so an
+    utterance's audio does not depend on how its rows' chunks met in time (a padded batch rounds differently)."""
     window: DecodeWindow | None = None
-    done: threading.Event = field(default_factory=threading.Event)
     audio: Float32Array | None = None
     error: BaseException | None = None
+    finished: bool = False
+    """Decoded (or failed, or nothing to decode): its callback may run once the owner's earlier ones have."""
 
 
 @dataclass(slots=True)
@@ -87,73 +95,60 @@ class DecodeBatcher:
         """Code2wav's own stream on CUDA; None on CPU."""
         self.max_windows = max_windows or CPU_MAX_WINDOWS
         self._cond = threading.Condition()
-        self._waiting: list[_Request] = []
-        self._expected: dict[int, int] = {}
-        """Per announced step, the chunk requests still on their way."""
+        self._waiting: list[DecodeJob] = []
         self._closed = False
         self._thread: threading.Thread | None = None
         self.stats = DecodeStats()
 
-    def decode(self, state: StreamDecoder, frames: Any, ready: Any = None, tag: int | None = None) -> Float32Array:
-        """The audio of ``frames`` for the stream ``state`` (blocks until decoded).
+    def submit(self, jobs: list[DecodeJob]) -> None:
+        """Queue ``jobs`` (they batch together, and with whatever else is waiting); returns at once.
+
+        A job's ``done`` runs on code2wav's thread. Without a ``ready`` event, on CUDA, the caller's current
+        stream is marked now (for tensors the caller made itself)."""
+        if not jobs:
+            return
+        for job in jobs:
+            if job.frames is not None and job.ready is None and self.stream is not None:
+                job.ready = self.stream.mark()
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("decoder is closed")
+            self._waiting.extend(jobs)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="qwen3-code2wav", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def decode(self, state: StreamDecoder, frames: Any, ready: Any = None) -> Float32Array:
+        """The audio of ``frames`` for the stream ``state`` (blocks until decoded; tests and benchmarks).
 
         ``frames``: ``(n, Q)`` codes or a list of ``(Q,)`` frames; ``ready``: the event after which they are
-        complete (the newest frame's ``Frame.ready``). Without one, on CUDA, the caller's current stream is
-        marked now (for tensors the caller made itself). ``tag``: the step whose announced chunk this is
-        (``expect``; ``Frame.step`` of a chunk end the loop announced, ``Frame.announced``), or None.
-        """
-        return self.decode_many([(state, frames, ready)], tag)[0]
+        complete (the newest frame's ``Frame.ready``)."""
+        return self.decode_many([(state, frames, ready)])[0]
 
-    def expect(self, tag: int, count: int) -> None:
-        """``count`` chunk requests tagged ``tag`` are on their way (the loop ended that many chunks in step
-        ``tag``): once one of them is here, code2wav waits for the others (at most ``GATHER_S`` after the first
-        came) so that they share a call. Their consumers are separate threads that wake a moment apart; taken
-        as they came, the first one was often decoded alone and the rest waited behind it. The loop leaves out
-        rows whose consumer is away (``readable_ends``: waiting for its listener at the lead, or not yet on
-        that row), yet one may still be late (its thread is slow, it is working through a backlog of older
-        chunks, or it is gone), so the cap runs from the first arrival, not
-        the latest: consumers trickling in must not hold the first one any longer than that."""
-        with self._cond:
-            self._expected[tag] = self._expected.get(tag, 0) + count
-
-    def decode_many(self, items: list[tuple[StreamDecoder, Any, Any]], tag: int | None = None) -> list[Float32Array]:
-        """``decode`` for several streams at once (queued together, so they batch together)."""
+    def decode_many(self, items: list[tuple[StreamDecoder, Any, Any]]) -> list[Float32Array]:
+        """``decode`` for several streams at once (queued together, so they batch together); blocks."""
         import numpy as np
 
-        requests: list[_Request | None] = []
-        for state, frames, ready in items:
+        results: list[tuple[Float32Array | None, BaseException | None]] = [(None, None)] * len(items)
+        finished = threading.Semaphore(0)
+        jobs = []
+        for index, (state, frames, ready) in enumerate(items):
             empty = len(frames) == 0 if isinstance(frames, (list, tuple)) else int(frames.numel()) == 0
-            if empty:
-                requests.append(None)
-                continue
-            if ready is None and self.stream is not None:
-                ready = self.stream.mark()
-            requests.append(_Request(state, frames, ready, tag))
-        queued = [r for r in requests if r is not None]
-        if queued:
-            with self._cond:
-                if self._closed:
-                    raise RuntimeError("decoder is closed")
-                now = time.monotonic()
-                for arrived in queued:
-                    arrived.arrived = now
-                self._waiting.extend(queued)
-                if tag is not None and tag in self._expected:  # never below 0: an unannounced one stands for none
-                    self._expected[tag] = max(0, self._expected[tag] - len(queued))
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="qwen3-code2wav", daemon=True)
-                    self._thread.start()
-                self._cond.notify()
+
+            def done(audio: Float32Array | None, error: BaseException | None, index: int = index) -> None:
+                results[index] = (audio, error)
+                finished.release()
+
+            jobs.append(DecodeJob(object(), state, None if empty else frames, ready, done))
+        self.submit(jobs)
+        for _ in jobs:
+            finished.acquire()
         audio: list[Float32Array] = []
-        for request in requests:
-            if request is None:
-                audio.append(np.zeros(0, dtype=np.float32))
-                continue
-            request.done.wait()
-            if request.error is not None:
-                raise request.error
-            assert request.audio is not None
-            audio.append(request.audio)
+        for samples, error in results:
+            if error is not None:
+                raise error
+            audio.append(samples if samples is not None else np.zeros(0, dtype=np.float32))
         return audio
 
     def fit_to_memory(self, free_bytes: int, *, frames: int, ceiling: int) -> int:
@@ -195,93 +190,112 @@ class DecodeBatcher:
                     self._cond.wait()
                 if self._closed and not self._waiting:
                     return
-                self._gather()
                 batch, self._waiting = self._waiting, []
-                newest = max((r.tag for r in batch if r.tag is not None), default=None)
-                if newest is not None:  # what has not come for these steps (or older ones) is not waited for
-                    self._expected = {tag: left for tag, left in self._expected.items() if tag > newest}
-            for requests in buckets(self._windows(batch), self.max_windows):
-                self._decode(requests)
+            decodable = self._windows([job for job in batch if job.frames is not None])
+            for job in batch:
+                job.finished = job.finished or job.frames is None
+            self._hand_on(batch)
+            for jobs in buckets(decodable, self.max_windows):
+                self._decode(jobs)
+                self._hand_on(batch)
 
-    def _gather(self) -> None:
-        """With the lock held: wait while chunks announced for the waiting requests' steps are still coming,
-        until ``GATHER_S`` after the first of them came (a consumer still missing then is late: its thread is
-        slow, or it is gone)."""
-        while not self._closed:
-            first = min(
-                (r.arrived for r in self._waiting if r.tag is not None and self._expected.get(r.tag, 0) > 0),
-                default=None,
-            )
-            if first is None:
-                return
-            left = first + GATHER_S - time.monotonic()
-            if left <= 0:
-                return
-            self._cond.wait(left)
+    def _hand_on(self, batch: list[DecodeJob]) -> None:
+        """Run the callbacks of the finished jobs whose owner has no earlier job still unfinished; each once."""
+        blocked: set[int] = set()
+        for job in batch:
+            if job.done is _HANDED_ON:
+                continue
+            if id(job.owner) in blocked or not job.finished:
+                blocked.add(id(job.owner))
+                continue
+            done, job.done = job.done, _HANDED_ON
+            try:
+                done(job.audio, job.error)
+            except Exception:  # an owner's callback must not take code2wav down for every other stream
+                logger.exception("qwen3: a code2wav callback failed")
+            job.audio = None
 
-    def _windows(self, batch: list[_Request]) -> list[_Request]:
-        """Build each request's window (on the decode stream, after its frames' event); those that fail end."""
+    def _windows(self, batch: list[DecodeJob]) -> list[DecodeJob]:
+        """Build each job's window (on the decode stream, after its frames' event); those that fail end."""
         built = []
         stream = self.stream
-        for request in batch:
+        for job in batch:
+            assert job.state is not None
             try:
                 if stream is None:
-                    request.window = request.state.window(request.frames)
+                    job.window = job.state.window(job.frames)
                 else:
                     with stream.active():
-                        if request.ready is not None:
-                            stream.wait(request.ready)
-                        frames = request.frames
+                        if job.ready is not None:
+                            stream.wait(job.ready)
+                        frames = job.frames
                         for tensor in frames if isinstance(frames, (list, tuple)) else (frames,):
                             stream.keep(tensor)  # made on the loop's stream, read on this one
-                        request.window = request.state.window(frames)
-                if request.window is None:
+                        job.window = job.state.window(frames)
+                if job.window is None:
                     raise RuntimeError("no frames to decode")
-                built.append(request)
+                built.append(job)
             except BaseException as exc:
                 logger.exception("qwen3: code2wav could not build a window")
-                request.error = exc
-                request.done.set()
+                job.error = exc
+                job.finished = True
         return built
 
-    def _decode(self, requests: list[_Request]) -> None:
-        windows = [r.window for r in requests]
+    def _decode(self, jobs: list[DecodeJob]) -> None:
+        windows = [job.window for job in jobs]
         try:
             if self.stream is not None:
                 with self.stream.active():
                     audio = decode_windows(self._decoder, windows)  # type: ignore[arg-type]
             else:
                 audio = decode_windows(self._decoder, windows)  # type: ignore[arg-type]
-            for request, samples in zip(requests, audio, strict=True):
-                request.audio = samples
+            for job, samples in zip(jobs, audio, strict=True):
+                job.audio = samples
         except BaseException as exc:
-            logger.exception("qwen3: code2wav failed for %d chunks", len(requests))
-            for request in requests:
-                request.error = exc
+            logger.exception("qwen3: code2wav failed for %d chunks", len(jobs))
+            for job in jobs:
+                job.error = exc
         finally:
             self.stats.calls += 1
-            self.stats.chunks += len(requests)
-            self.stats.max_batch = max(self.stats.max_batch, len(requests))
-            for request in requests:
-                request.window = None
-                request.done.set()
+            self.stats.chunks += len(jobs)
+            self.stats.max_batch = max(self.stats.max_batch, len(jobs))
+            for job in jobs:
+                job.window = None
+                job.finished = True
 
 
-def buckets(requests: list[_Request], cap: int) -> list[list[_Request]]:
+def _handed_on(audio: Float32Array | None, error: BaseException | None) -> None:
+    """The callback of a job whose callback already ran."""
+
+
+_HANDED_ON: Done = _handed_on
+
+
+def buckets(requests: list[DecodeJob], cap: int) -> list[list[DecodeJob]]:
     """The requests in decode calls: shortest first, each call at most ``cap`` windows of at most
     ``PAD_SHARE`` times its shortest span (frames through the audio-rate part; shorter ones are padded).
 
     Shortest first: a new stream's first chunk (a couple of frames, no history) does not wait behind the
     long chunks of streams that have audio buffered; a bound on the padding keeps it from costing more
-    than the calls it saves."""
+    than the calls it saves. Two windows of one group (``DecodeJob.group``) never share a call."""
     ordered = sorted(requests, key=lambda request: _span(request.window))
-    calls: list[list[_Request]] = []
+    calls: list[list[DecodeJob]] = []
+    groups: list[set[int]] = []
+    first_open = 0
+    """Calls before this one are closed: their shortest span is too short for what comes (sorted by span)."""
     for request in ordered:
         span = _span(request.window)
-        if calls and len(calls[-1]) < cap and span <= PAD_SHARE * _span(calls[-1][0].window):
-            calls[-1].append(request)
+        group = id(request.group if request.group is not None else request.owner)
+        while first_open < len(calls) and span > PAD_SHARE * _span(calls[first_open][0].window):
+            first_open += 1
+        for call, members in zip(calls[first_open:], groups[first_open:], strict=True):
+            if len(call) < cap and group not in members:
+                call.append(request)
+                members.add(group)
+                break
         else:
             calls.append([request])
+            groups.append({group})
     return calls
 
 

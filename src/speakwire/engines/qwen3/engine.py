@@ -8,28 +8,25 @@ module turns a row's frames into audio: they are decoded incrementally
 frames per chunk — so the first audio leaves after two frames (160 ms of audio),
 and the streamed waveform equals the full decode of the same codes.
 
-Text can keep arriving while a row generates (``open_text_stream``): one
-generation per utterance, one voice, no per-sentence restarts. ``synthesize``
-is the one-segment form of the same thing.
+Text can keep arriving while a row generates (``open_audio_stream``): one
+generation per utterance, one voice, no per-sentence restarts; the loop and
+code2wav push its audio to a listener, with no thread of the utterance's own.
+``open_text_stream`` is the same as a blocking iterator, and ``synthesize`` the
+one-segment form of that.
 
 A gone client costs at most one more frame step: ``SynthesisRequest.cancelled``
 and closing the generator both cancel the row, which frees its slot before the
 loop's next step. A runaway utterance (no EOS) is stopped at a budget from the
 text length (``frame_budget``) and reported in ``request.extra["capped"]``.
 
-``synthesize_full`` runs the package's own ``generate_*`` (same prompts, same
-sampling, same seed) as the reference the tests and benchmarks compare against.
+Loading (``loader.load_qwen3_engine``) and the process's CPU threads (``cpu_threads``) live apart.
 """
 
 from __future__ import annotations
 
 import gc
-import itertools
 import logging
-import math
-import os
 import secrets
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -39,24 +36,16 @@ import numpy as np
 from speakwire.audio.chunk import AudioChunk
 from speakwire.engines.base import EngineInfo, SynthesisRequest
 from speakwire.engines.qwen3.batched_talker import BatchedTalker
-from speakwire.engines.qwen3.compat import import_qwen_tts
+from speakwire.engines.qwen3.cpu_threads import release_cpu_threads
 from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
-from speakwire.engines.qwen3.device import (
-    apply_memory_fraction,
-    memory_fraction,
-    resolve_device,
-    resolve_dtype,
-)
-from speakwire.engines.qwen3.frame_budget import frame_budget
-from speakwire.engines.qwen3.frame_tap import FrameTap, GenerationSession, GenerationStopped
-from speakwire.engines.qwen3.generation_loop import GenerationLoop, Row
+from speakwire.engines.qwen3.generation_loop import GenerationLoop, Row, RowOutput
 from speakwire.engines.qwen3.kv_slots import SlotKVCache
 from speakwire.engines.qwen3.memory_plan import decode_free_bytes, plan_memory
 from speakwire.engines.qwen3.prompt_cache import PromptCache, prompt_key
 from speakwire.engines.qwen3.sampling import RowSampling
 from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 from speakwire.engines.qwen3.talker_prompt import PromptBuilder, VoiceSpec
-from speakwire.engines.qwen3.text_stream import Qwen3TextStream
+from speakwire.engines.qwen3.text_stream import AudioListener, Qwen3TextStream
 from speakwire.engines.qwen3.validation import TASK_BY_VARIANT, Qwen3ModelFacts, validate_request
 from speakwire.languages import QWEN3_LANGUAGES
 
@@ -73,7 +62,7 @@ DEFAULT_SPEAKER = "Vivian"
 
 
 class Qwen3Engine:
-    """A Qwen3-TTS checkpoint (Base, CustomVoice or VoiceDesign), loaded by ``load_qwen3_engine``."""
+    """A Qwen3-TTS checkpoint (Base, CustomVoice or VoiceDesign), loaded by ``loader.load_qwen3_engine``."""
 
     def __init__(
         self,
@@ -97,7 +86,7 @@ class Qwen3Engine:
         self._torch = torch
         self._tts = tts
         self._shares_cpu_threads = False
-        """Set by ``load_qwen3_engine`` on CPU: ``close`` lets go of the intra-op threads (``_share_cpu_threads``)."""
+        """Set by ``load_qwen3_engine`` on CPU: ``close`` lets go of the intra-op threads (``cpu_threads``)."""
         config = tts.model.config
         self.variant: str = config.tts_model_type
         self.model_size: str = _size_label(config.tts_model_size)
@@ -153,13 +142,11 @@ class Qwen3Engine:
             dtype=tts.model.talker.dtype,
             device=tts.model.talker.device,
         )
-        self.loop = GenerationLoop(tts, BatchedTalker(tts, cache), PromptBuilder(tts), prefill_chunk=prefill_chunk)
         self.decoding = DecodeBatcher(self._decoder, max_windows=decode_batch)
-        self.loop.on_chunk_ends = self.decoding.expect  # a step's chunks decode in one call
+        self.loop = GenerationLoop(
+            tts, BatchedTalker(tts, cache), PromptBuilder(tts), prefill_chunk=prefill_chunk, decoding=self.decoding
+        )
         self._decode_batch_set = decode_batch is not None
-        self._tap = FrameTap(tts)
-        self._generating = threading.Lock()
-        """Serialises the package's own generate (``synthesize_full``): it keeps per-call state on the module."""
 
     @property
     def info(self) -> EngineInfo:
@@ -211,23 +198,39 @@ class Qwen3Engine:
         for chunk, _ in stream.chunks():
             yield chunk
 
-    def open_text_stream(self, request: SynthesisRequest) -> Qwen3TextStream:
-        """One utterance whose text may still be arriving: ``feed``/``finish`` text, iterate ``chunks``.
+    def open_audio_stream(self, request: SynthesisRequest, listener: AudioListener) -> Qwen3TextStream:
+        """One utterance whose text may still be arriving: ``feed``/``finish`` text (from any one thread); its
+        audio goes to ``listener`` from the loop's and code2wav's threads, which never wait for it
+        (``hold``/``release`` make its rows sit out).
 
         ``request`` must be validated and prepared. Its frame budget follows the text received so far; a
         long text rolls over to a new generation at a sentence end (``text_stream``).
         """
+        return Qwen3TextStream(self, request, listener)
+
+    def open_text_stream(self, request: SynthesisRequest) -> Qwen3TextStream:
+        """``open_audio_stream`` read as a blocking iterator: ``feed``/``finish`` text, iterate ``chunks``."""
         return Qwen3TextStream(self, request)
 
-    def open_row(self, request: SynthesisRequest, *, chunks: Sequence[int] | None = None, stream: object = None) -> Row:
-        """The request as a row of the generation loop: codec frames out, no decoding (tests, benchmarks).
+    def open_row(
+        self,
+        request: SynthesisRequest,
+        *,
+        chunks: Sequence[int] | None = None,
+        stream: object = None,
+        output: RowOutput | None = None,
+    ) -> Row:
+        """The request as a row of the generation loop.
 
-        ``chunks``: the frames per code2wav chunk the caller decodes in (``stream_schedule``); the loop then
-        marks where each chunk ends, in step with other streams' rows (``Frame.chunk_end``). ``stream``: the
-        utterance the row is part of (``Qwen3TextStream``)."""
+        Without ``output``, codec frames out and no decoding (tests, benchmarks): ``chunks``, the frames per
+        code2wav chunk a caller would decode in, only marks where each chunk ends, in step with other streams'
+        rows (``Frame.chunk_end``). With ``output`` the loop decodes the row's chunks and hands their audio
+        there. ``stream``: the utterance the row is part of (``Qwen3TextStream``)."""
+        decoder = self.open_decoder(request) if output is not None else None
         return self.loop.submit(
             self._voice(request), self._sampling(request), seed=int(request.seed or 0),
-            max_new_tokens=request.max_new_tokens, chunks=chunks, stream=stream,
+            max_new_tokens=request.max_new_tokens, chunks=chunks, stream=stream, output=output, decoder=decoder,
+            cancel_event=request.cancelled,
         )  # fmt: skip
 
     @property
@@ -249,44 +252,18 @@ class Qwen3Engine:
             "code2wav_chunks_total": decoding.chunks,
         }
 
-    def synthesize_full(self, text: str, request: SynthesisRequest) -> AudioChunk:
-        """The whole segment from the package's own ``generate_*`` (non-streaming; tests and benchmarks).
-
-        Same prompts (streaming text mode), frame budget, sampling and seed as ``synthesize``, so for
-        the same request the two give the same audio.
-        """
-        request = self.prepare(self.validate(request))
-        budget = frame_budget(text, request.max_new_tokens)
-        session = GenerationSession(max_frames=budget, stop_at_cap=False, cancelled=(request.cancelled,))
-        try:
-            with self._turn(session):
-                self._torch.manual_seed(int(request.seed or 0))
-                with self._tap.attach(session):
-                    wavs, rate = self._generate(text, request, max_new_tokens=budget + 2)
-        except GenerationStopped:
-            return AudioChunk(np.zeros(0, dtype=np.float32), SAMPLE_RATE)
-        # max_new_tokens = budget + 2 lets a runaway make one frame past the budget (that is how it is
-        # told from an utterance that ends exactly at the budget); the decoder is causal, so cutting keeps
-        # the first `budget` frames exactly as streamed.
-        samples = np.asarray(wavs[0], dtype=np.float32)[: budget * self._samples_per_frame]
-        if session.capped:
-            self.report_cap(request, budget, text)
-        return AudioChunk(np.ascontiguousarray(samples), int(rate))
-
     def close(self) -> None:
         """Stop the generation loop and release the model (and its GPU memory)."""
         if self._tts is None:
             return
         self.loop.close()
         self.decoding.close()
-        with self._generating:
-            self._tap.remove()
-            self._tts = None
-            self._decoder = None
-            self.prompt_cache.clear()
+        self._tts = None
+        self._decoder = None
+        self.prompt_cache.clear()
         if self._shares_cpu_threads:
             self._shares_cpu_threads = False
-            _release_cpu_threads(self._torch)
+            release_cpu_threads(self._torch)
         gc.collect()
         if self._torch.cuda.is_available():
             self._torch.cuda.empty_cache()
@@ -308,27 +285,6 @@ class Qwen3Engine:
         if isinstance(override, RowSampling):
             return override
         return RowSampling.from_defaults(self._tts.generate_defaults, greedy=bool(request.extra.get("greedy")))
-
-    def _generate(self, text: str, request: SynthesisRequest, *, max_new_tokens: int) -> Any:
-        """One call of the package's own generate method for the request's task, in streaming text mode."""
-        tts = self._tts
-        kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "non_streaming_mode": False}
-        if request.extra.get("greedy"):
-            kwargs.update(do_sample=False, subtalker_dosample=False)
-        if request.task_type == "CustomVoice":
-            return tts.generate_custom_voice(
-                text=text, speaker=request.voice, language=request.language, instruct=request.instructions, **kwargs
-            )
-        if request.task_type == "VoiceDesign":
-            return tts.generate_voice_design(
-                text=text, instruct=request.instructions, language=request.language, **kwargs
-            )
-        return tts.generate_voice_clone(
-            text=text, language=request.language, voice_clone_prompt=[request.extra["voice_clone_prompt"]], **kwargs
-        )
-
-    def _turn(self, session: GenerationSession) -> _Turn:
-        return _Turn(self._generating, session)
 
     def open_decoder(self, request: SynthesisRequest) -> StreamDecoder:
         """A streaming code2wav for one row, primed with the reference's codes in ICL cloning."""
@@ -379,217 +335,6 @@ class Qwen3Engine:
             time.perf_counter() - started,
         )
         return items[0]
-
-
-class _Turn:
-    """Holds the engine's generation lock, waiting for it in short steps so a cancel still gets through."""
-
-    def __init__(self, lock: threading.Lock, session: GenerationSession) -> None:
-        self._lock = lock
-        self._session = session
-
-    def __enter__(self) -> None:
-        while not self._lock.acquire(timeout=0.05):
-            self._session.before_step(decode_step=False)  # raises GenerationStopped once cancelled
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
-
-
-def load_qwen3_engine(
-    model: str,
-    *,
-    device: str | None = None,
-    dtype: str | None = None,
-    gpu_memory_utilization: float | None = None,
-    stream_schedule: tuple[int, ...] | None = None,
-    prompt_cache_size: int = 64,
-    max_batch: int | None = None,
-    max_len: int | None = None,
-    cuda_graphs: bool | None = None,
-    decode_batch: int | None = None,
-) -> Qwen3Engine:
-    """Load a Qwen3-TTS 12 Hz checkpoint (hub id or local directory) as a streaming engine.
-
-    Args:
-        model: Hub id (e.g. ``Qwen/Qwen3-TTS-12Hz-0.6B-Base``) or a local directory; a directory is read
-            with ``local_files_only`` and makes no network calls.
-        device: ``"cuda"``, ``"cuda:1"``, ``"cpu"``; default CUDA when available.
-        dtype: ``"bfloat16"``, ``"float16"``, ``"float32"``; default bfloat16 on CUDA, float32 on CPU.
-        gpu_memory_utilization: Share of the GPU's memory this process may use, in (0, 1]; default
-            ``$SM_VLLM_GPU_MEMORY_UTILIZATION``, else no cap.
-        stream_schedule: Frames per streamed chunk; the last size repeats. Default ``GPU_STREAM_SCHEDULE`` on
-            CUDA, else ``DEFAULT_STREAM_SCHEDULE``.
-        prompt_cache_size: Voice-clone prompts kept (LRU); 0 disables the cache.
-        max_batch: Most utterances generating at once (KV slots); default: what the memory budget allows,
-            at most 64.
-        max_len: Talker positions per utterance (prompt + frames); default 4096.
-        cuda_graphs: On CUDA, capture the loop's static step (talker decode, code predictor, sampling) as
-            one CUDA graph per batch bucket before returning (so before the server's warm-up and /ready);
-            None (the default) = on for CUDA. A failed capture logs and leaves the step eager.
-        decode_batch: Most windows in one code2wav call; default on CUDA: what the memory left after the
-            loop holds (measured with one window's decode at load, logged), on CPU ``CPU_MAX_WINDOWS``.
-
-    Raises:
-        MissingExtraError: torch or qwen-tts is not installed.
-    """
-    qwen_tts = import_qwen_tts()
-    import torch
-
-    started = time.perf_counter()
-    device = resolve_device(torch, device)
-    torch_dtype = resolve_dtype(torch, dtype, device)
-    share = memory_fraction(gpu_memory_utilization)
-    apply_memory_fraction(torch, device, share)
-    if device == "cpu":
-        _share_cpu_threads(torch)
-    try:
-        kwargs: dict[str, Any] = {"dtype": torch_dtype, "device_map": device}
-        if os.path.isdir(model):
-            kwargs["local_files_only"] = True
-        tts = qwen_tts.Qwen3TTSModel.from_pretrained(model, **kwargs)
-        tts.model.eval()
-        dtype_name = str(torch_dtype).removeprefix("torch.")
-        default_schedule = GPU_STREAM_SCHEDULE if device.startswith("cuda") else DEFAULT_STREAM_SCHEDULE
-        engine = Qwen3Engine(
-            tts,
-            model=model,
-            device=device,
-            dtype=dtype_name,
-            stream_schedule=stream_schedule or default_schedule,
-            prompt_cache_size=prompt_cache_size,
-            max_batch=max_batch,
-            max_len=max_len,
-            memory_share=share,
-            decode_batch=decode_batch,
-        )
-    except BaseException:
-        if device == "cpu":
-            _release_cpu_threads(torch)
-        raise
-    engine._shares_cpu_threads = device == "cpu"
-    _log_loaded(engine, tts, device, dtype_name, time.perf_counter() - started)
-    if cuda_graphs is not False and device.startswith("cuda"):
-        try:
-            with torch.inference_mode():
-                engine.loop.capture_graphs()  # logs its time
-        except Exception:
-            logger.exception("qwen3: capturing the step as CUDA graphs failed; the step runs eagerly")
-    if device.startswith("cuda"):
-        try:
-            engine.fit_decode_batch(share)  # after the graphs: their pools are part of what is taken
-        except Exception:
-            logger.exception("qwen3: measuring code2wav's memory failed; it batches at most %d windows",
-                             engine.decoding.max_windows)  # fmt: skip
-    return engine
-
-
-_threads_lock = threading.Lock()
-_cpu_engines = 0
-"""CPU engines loaded and not yet closed (``_share_cpu_threads`` / ``_release_cpu_threads``)."""
-_threads_before: int | None = None
-"""Torch's intra-op threads before a CPU engine lowered them, until the last one closes."""
-
-
-def _share_cpu_threads(torch: Any) -> None:
-    """On CPU devices only (the caller checks): the generation loop and code2wav run ops at the same time, from
-    two threads, each with its own team of intra-op threads; give each team half the usable cores
-    (``usable_cores``), so the two do not oversubscribe them.
-
-    With torch's default (one thread per core) both teams spin on OpenMP barriers while the other holds the
-    cores; on 2 cores that about doubled the loop thread's CPU per step. ``torch.set_num_threads`` is
-    process-wide, so this only ever lowers the count (it never raises what someone else chose), an explicit
-    ``OMP_NUM_THREADS`` is left alone, and the count lowered goes back when the last CPU engine closes
-    (``_release_cpu_threads``): the process that loaded an engine gets its threads back."""
-    global _cpu_engines, _threads_before
-    with _threads_lock:
-        _cpu_engines += 1
-        if "OMP_NUM_THREADS" in os.environ:
-            return
-        before = int(torch.get_num_threads())
-        threads = min(before, max(1, usable_cores() // 2))
-        if threads < before:
-            torch.set_num_threads(threads)
-            if _threads_before is None:
-                _threads_before = before
-            logger.info("qwen3: %d intra-op threads per CPU thread (the loop's and code2wav's)", threads)
-
-
-def _release_cpu_threads(torch: Any) -> None:
-    """One CPU engine closed (or failed to load); the last puts back the count ``_share_cpu_threads`` lowered.
-
-    Unconditionally: with OpenMP, ``torch.get_num_threads`` answers for the calling thread once it has run
-    torch, and the server loads on a worker thread but closes on the event loop's, which may still see the
-    count from before the load; comparing with it skipped the restore."""
-    global _cpu_engines, _threads_before
-    with _threads_lock:
-        _cpu_engines -= 1
-        if _cpu_engines or _threads_before is None:
-            return
-        torch.set_num_threads(_threads_before)
-        _threads_before = None
-
-
-CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
-"""cgroup v2: the CPU quota of the container, ``"max 100000"`` (none) or ``"<quota> <period>"`` microseconds."""
-
-
-def usable_cores(cpu_max: str = CGROUP_CPU_MAX) -> int:
-    """The cores this process may run on: its CPU affinity (``os.cpu_count`` counts the machine's, which a
-    pinned process or a container does not have), at most the cgroup v2 quota (rounded up), at least 1."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # no affinity on this platform
-        cores = os.cpu_count() or 1
-    quota = cgroup_cpu_quota(cpu_max)
-    if quota is not None:
-        cores = min(cores, math.ceil(quota))
-    return max(1, cores)
-
-
-def cgroup_cpu_quota(path: str = CGROUP_CPU_MAX) -> float | None:
-    """The cgroup v2 CPU quota in cores (``quota / period``), or None: no file, no quota (``max``), unreadable."""
-    try:
-        with open(path, encoding="ascii") as file:
-            fields = file.read().split()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if len(fields) != 2 or fields[0] == "max":
-        return None
-    try:
-        quota, period = int(fields[0]), int(fields[1])
-    except ValueError:
-        return None
-    return quota / period if quota > 0 and period > 0 else None
-
-
-def _log_loaded(engine: Qwen3Engine, tts: Any, device: str, dtype: str, seconds: float) -> None:
-    stages = {
-        "talker": tts.model.talker,
-        "speaker encoder": tts.model.speaker_encoder,
-        "code2wav (speech tokenizer)": tts.model.speech_tokenizer.model,
-    }
-    params = sum(p.numel() for stage in stages.values() if stage is not None for p in stage.parameters())
-    weights = ", ".join(f"{name} {_mib(stage):.1f} MiB" for name, stage in stages.items() if stage is not None)
-    logger.info(
-        "qwen3: loaded %s — variant %s (task %s), size %s (%.1fM params), device %s, dtype %s; weights: %s; "
-        "load %.2f s",
-        engine.info.model,
-        engine.variant,
-        engine.info.task_types[0],
-        engine.model_size,
-        params / 1e6,
-        device,
-        dtype,
-        weights,
-        seconds,
-    )
-    logger.info("qwen3: %s", engine.memory.describe())
-
-
-def _mib(module: Any) -> float:
-    tensors = itertools.chain(module.parameters(), module.buffers())
-    return float(sum(int(t.numel()) * int(t.element_size()) for t in tensors)) / 2**20
 
 
 def _size_label(size: str) -> str:

@@ -10,8 +10,16 @@ when cancelled; their slot is free for the next utterance at once.
 
 Text may arrive while the row generates (``Row.feed``). A row whose text track has
 reached text that has not arrived yet sits out steps until more text, or ``finish``,
-comes: it never reads the end of the text early. A row far ahead of its listener sits
+comes: it never reads the end of the text early. A row far ahead of real time sits
 out while others are behind (``max_lead_s``), so the batch serves the most urgent.
+
+The loop owns a row from admission to its last sample. A row submitted with an ``output`` is decoded
+here: the loop knows where its chunks end (``chunk_schedule``), hands each step's chunk ends to code2wav
+together (``DecodeBatcher.submit``), and code2wav gives the audio to the output, then the row's end, in
+order. Nobody waits on a row: a held row (``Row.hold``: its utterance's reader is a whole lead behind) sits
+out until it is released. A row without an output (tests, benchmarks) hands out its raw frames
+(``Row.events``). With nothing to do the loop thread sleeps until something changes (a row, its text, a
+release): an idle engine makes no periodic wake-ups.
 """
 
 from __future__ import annotations
@@ -21,15 +29,18 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from speakwire.audio.chunk import Float32Array
 from speakwire.engines.qwen3.batched_talker import BatchedTalker
-from speakwire.engines.qwen3.chunk_schedule import ChunkSchedule, end_chunks, readable_ends
+from speakwire.engines.qwen3.chunk_schedule import ChunkSchedule, end_chunks
+from speakwire.engines.qwen3.decode_batcher import DecodeBatcher, DecodeJob
 from speakwire.engines.qwen3.frame_budget import MAX_FRAMES, budget_for, frame_budget, wide_chars
-from speakwire.engines.qwen3.sampling import MIN_NEW_TOKENS, RowSampling, sample_rows
+from speakwire.engines.qwen3.sampling import RowSampling, sample_rows
 from speakwire.engines.qwen3.static_step import StaticStep
+from speakwire.engines.qwen3.stream_decoder import StreamDecoder
 from speakwire.engines.qwen3.stream_sync import StepEvents, step_events
 from speakwire.engines.qwen3.talker_prompt import PromptBuilder, VoicePrompt, VoiceSpec
 from speakwire.engines.qwen3.text_track import TextTrack
@@ -56,13 +67,9 @@ class Frame:
     code2wav waits on it, not on the loop's stream (``stream_sync``); None on CPU."""
     chunk_end: bool = False
     """The row's code2wav chunk ends with this frame (``chunk_schedule``; only for rows submitted with
-    ``chunks``): decode the frames since the last one now, together with the other rows of this step."""
+    ``chunks``): the frames since the last one decode now, together with the other rows of this step."""
     step: int = 0
-    """The loop step that made the frame (``GenerationLoop.on_chunk_ends`` counts chunk ends per step)."""
-    announced: bool = False
-    """This chunk end was counted in ``on_chunk_ends``: code2wav waits for its request, which names the step
-    (``DecodeBatcher.decode``'s ``tag``). An end nobody could ask for now (``readable_ends``) comes untagged,
-    so that it takes no other request's place in the count."""
+    """The loop step that made the frame."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +81,24 @@ class RowEnd:
 
 
 RowEvent = Frame | RowEnd
+
+
+class RowOutput(Protocol):
+    """Where a decoded row's audio goes (``Qwen3TextStream``); the loop and code2wav call it, never wait on it."""
+
+    def chunk(self, audio: Float32Array | None, error: BaseException | None, text_read: int) -> None:
+        """A chunk's audio, or why its decode failed; ``text_read``: characters of the row's text the talker
+        had read at its last frame (code2wav's thread, in order)."""
+        ...
+
+    def ended(self, end: RowEnd) -> None:
+        """The row is over, after its last chunk (code2wav's thread)."""
+        ...
+
+    def read_all(self) -> None:
+        """The talker has read all of the row's text, and it was finished: only its last words are left to
+        speak (the loop's thread, once)."""
+        ...
 
 
 class Row:
@@ -88,6 +113,9 @@ class Row:
         max_new_tokens: int | None,
         chunks: Sequence[int] | None = None,
         stream: object = None,
+        output: RowOutput | None = None,
+        decoder: StreamDecoder | None = None,
+        cancel_event: threading.Event | None = None,
     ) -> None:
         self.voice = voice
         self.chunks = tuple(chunks) if chunks else None
@@ -99,7 +127,12 @@ class Row:
         self.max_new_tokens = max_new_tokens
         self.max_frames = frame_budget("", max_new_tokens)
         """The runaway budget for the text received so far (``frame_budget``); it grows with the text."""
+        self.output = output
+        """Where the row's decoded audio goes; None: raw frames to ``events``."""
+        self.decoder = decoder
+        """The row's code2wav history (with ``output``)."""
         self.events: queue.SimpleQueue[RowEvent] = queue.SimpleQueue()
+        """Frames, then the end, of a row without an output (tests and benchmarks read codes here)."""
         self.track = TextTrack(loop.prompts.tokenize)
         self._loop = loop
         self._lock = threading.Lock()
@@ -108,12 +141,14 @@ class Row:
         """Orders this row's feeds and finish; the loop thread never takes it."""
         self._wide = 0
         """Wide characters of the text so far (``frame_budget``), counted piece by piece."""
-        self.cancelled = False
+        self._cancelled = False
+        self._cancel_event = cancel_event
+        """The request's cancel: the loop sees it set at its next step, with nobody watching it meanwhile."""
         self.ended = False
-        self.consumer_away = False
-        """Set by the thread reading ``events`` while it is off with a chunk and not reading (at its
-        utterance's lead it waits there for the listener): the loop then announces none of the row's chunk
-        ends to code2wav (``readable_ends``), which would otherwise wait for a request that cannot come."""
+        self.held = False
+        """Sits out every step (``hold``): its reader is a whole lead behind."""
+        self.text_end: int | None = None
+        """Characters of its text once finished (trailing space dropped); None while text may still come."""
 
     def feed(self, text: str) -> None:
         """More target text (an LLM's next words); tokens reach the running generation as they become final.
@@ -141,12 +176,26 @@ class Row:
             commit = self.track.prepare_finish()
             with self._lock:
                 self.track.apply(commit)
+            self.text_end = len(self.track.text.rstrip())
+        self._loop.wake()
+
+    def hold(self) -> None:
+        """Sit out from the next step on, until ``release`` (the reader is a whole lead behind)."""
+        self.held = True
+
+    def release(self) -> None:
+        """Step again."""
+        self.held = False
         self._loop.wake()
 
     def cancel(self) -> None:
         """Stop generating; the slot is free before the next step."""
-        self.cancelled = True
+        self._cancelled = True
         self._loop.wake()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled or (self._cancel_event is not None and self._cancel_event.is_set())
 
     def text_state(self) -> tuple[list[int], bool]:
         with self._lock:
@@ -182,6 +231,9 @@ class _Active:
     """Prompt embeddings still to run (chunked prefill); None once running."""
     chunks: ChunkSchedule | None = None
     """Where the row's code2wav chunks end (``Frame.chunk_end``); None for a row read frame by frame."""
+    pending: list[Any] = field(default_factory=list)
+    """Codes of the frames since its last chunk end (a row with an output)."""
+    told_read_all: bool = False
 
     def lead_s(self, now: float) -> float:
         """Audio produced beyond what a real-time listener has played since the first frame."""
@@ -223,6 +275,7 @@ class GenerationLoop:
         prefill_budget: int = 512,
         prefill_pack: int = 2048,
         max_lead_s: float = 2.0,
+        decoding: DecodeBatcher | None = None,
     ) -> None:
         import torch
 
@@ -239,11 +292,11 @@ class GenerationLoop:
         self._banned = banned
         self._true = torch.ones(1, dtype=torch.bool, device=self._device)
         self.state = StaticStep(tts, talker.cache, banned=banned, eos=self._eos)
+        """Every row's step state, on the device, one entry per slot; its step is the loop's step."""
         self.step_events: StepEvents = step_events(torch, self._device)
         """Records each step's event for its frames (``Frame.ready``); none on CPU."""
-        """Every row's step state, on the device, one entry per slot; its step is the loop's step."""
-        self.static_step = True
-        """False: the eager reference step (the package's layers, per-step gathers and host copies)."""
+        self.decoding = decoding
+        """Code2wav, for rows submitted with an output."""
         self.prefill_chunk = prefill_chunk
         """Most prompt positions in one forward."""
         self.prefill_budget = prefill_budget
@@ -251,8 +304,11 @@ class GenerationLoop:
         self.prefill_pack = prefill_pack
         """Most padded positions (rows × longest chunk) in one prompt forward."""
         self.max_lead_s = max_lead_s
-        """A row this far ahead of its listener sits out while another is less than a quarter of it ahead."""
+        """A row this far ahead of real time sits out while another is less than a quarter of it ahead: which
+        rows a step serves first, not flow control (that is the reader's lead, ``Row.hold``)."""
         self._cond = threading.Condition()
+        self._woken = False
+        """Something changed since the loop last looked (under ``_cond``): it looks again before it sleeps."""
         self._incoming: list[Row] = []
         self._waiting: list[Row] = []
         self._active: dict[Row, _Active] = {}
@@ -263,10 +319,6 @@ class GenerationLoop:
         self._idle = threading.Event()
         self._idle.set()
         self.stats = LoopStats()
-        self.on_chunk_ends: Callable[[int, int], None] | None = None
-        """Told ``(step, count)`` before a step's frames go out, when ``count`` of them end a chunk that a reader
-        can take now (``readable_ends``; not a row whose consumer is away, ``Row.consumer_away``): code2wav
-        then waits for those chunks, which are on their way, and decodes them in one call."""
         self.failed_steps = 0
         """Consecutive steps that raised; a step that works resets it."""
         self.health_error: str | None = None
@@ -297,21 +349,29 @@ class GenerationLoop:
         max_new_tokens: int | None = None,
         chunks: Sequence[int] | None = None,
         stream: object = None,
+        output: RowOutput | None = None,
+        decoder: StreamDecoder | None = None,
+        cancel_event: threading.Event | None = None,
     ) -> Row:
         """A new utterance; it starts once it has a slot and its first text token.
 
         ``chunks``: frames per code2wav chunk (the last repeats), when its frames are decoded in chunks: the
         loop then marks where each chunk ends (``Frame.chunk_end``), aligned with other streams' rows.
-        ``stream``: what the row's audio is part of (rows of one utterance do not align with each other); the
-        rows of a stream are read one after another, oldest first (``readable_ends``)."""
+        ``stream``: what the row's audio is part of (rows of one utterance do not align with each other).
+        ``output`` (with ``chunks`` and ``decoder``): the loop decodes the row's chunks with code2wav and
+        hands the audio there; without one, its frames go to ``Row.events``. ``cancel_event``: the request's
+        cancel, which ends the row at the next step as ``Row.cancel`` does."""
         if chunks is not None:
             ChunkSchedule(chunks)  # a bad schedule fails here, in the caller, not in the loop
-        row = Row(self, voice, sampling, seed, max_new_tokens, chunks, stream)
+        if output is not None and (chunks is None or decoder is None or self.decoding is None):
+            raise ValueError("a row with an output needs chunks, a decoder and a loop with code2wav")
+        row = Row(self, voice, sampling, seed, max_new_tokens, chunks, stream, output, decoder, cancel_event)
         with self._cond:
             if self._closed:
                 raise RuntimeError("generation loop is closed")
             self._idle.clear()
             self._incoming.append(row)
+            self._woken = True
             self._cond.notify()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="qwen3-generation-loop", daemon=True)
@@ -322,16 +382,13 @@ class GenerationLoop:
         """Block until no utterance is left and the loop thread holds nothing of the last one."""
         return self._idle.wait(timeout)
 
-    def use_static_step(self, static: bool) -> None:
-        """The static step (graphed on CUDA once ``capture_graphs`` ran) or the eager reference; from the next step."""
-        self.static_step = static
-
     def capture_graphs(self) -> float:
         """Record the static step of every batch bucket as a CUDA graph; call before the first row. Seconds taken."""
         return float(self.state.capture())
 
     def wake(self) -> None:
         with self._cond:
+            self._woken = True
             self._cond.notify()
 
     def close(self) -> None:
@@ -352,6 +409,7 @@ class GenerationLoop:
                 with self._cond:
                     if self._closed:
                         break
+                    self._woken = False
                     self._waiting.extend(self._incoming)
                     self._incoming.clear()
                 self._drop_cancelled()
@@ -360,10 +418,10 @@ class GenerationLoop:
                 progressed = self._step() or progressed
                 if not progressed:
                     with self._cond:
-                        if not self._incoming and not self._closed:
+                        if not self._woken and not self._incoming and not self._closed:
                             if not self._active and not self._waiting:
                                 self._idle.set()
-                            self._cond.wait(timeout=0.05)
+                            self._cond.wait()  # feed, finish, cancel, release, submit and close wake it
         for row in [*self._waiting, *self._incoming, *self._active]:
             self._end(row, RowEnd("cancelled"))
 
@@ -381,7 +439,13 @@ class GenerationLoop:
             heapq.heappush(self._free, active.slot)
         if not row.ended:
             row.ended = True
-            row.events.put(end)
+            output = row.output
+            if output is None:
+                row.events.put(end)
+                return
+            assert self.decoding is not None
+            # Through code2wav, so that the end reaches the output after the row's last chunk.
+            self.decoding.submit([DecodeJob(row, None, None, None, lambda _audio, _error: output.ended(end))])
 
     def _admit(self) -> bool:
         """Give free slots to waiting rows whose text can start a prompt, oldest first."""
@@ -544,7 +608,7 @@ class GenerationLoop:
     def _ready(self, now: float) -> list[_Active]:
         rows = []
         for active in self._active.values():
-            if active.prompt is not None or not active.running or active.row.cancelled:
+            if active.prompt is not None or not active.running or active.row.cancelled or active.row.held:
                 continue
             ids, done = active.row.text_state()
             self._extend_track(active, ids, done)
@@ -585,12 +649,6 @@ class GenerationLoop:
         return True
 
     def _advance(self, rows: list[_Active]) -> None:
-        if self.static_step:
-            self._advance_static(rows)
-        else:
-            self._advance_eager(rows)
-
-    def _advance_static(self, rows: list[_Active]) -> None:
         """One step of ``StaticStep``: no host-built tensor, one read-back of the codes."""
         state = self.state
         span = max(a.length for a in rows) + 1
@@ -600,62 +658,35 @@ class GenerationLoop:
         self._emit(rows, [frames[a.slot] for a in rows], self.step_events.record(), next_codes)
         self._finish_step(rows, next_codes)
 
-    def _advance_eager(self, rows: list[_Active]) -> None:
-        """The reference step: the package's layers over ``SlotKVCache``, state gathered from the slots per step."""
-        torch, talker, state = self._torch, self.talker, self.state
-        device = self._device
-        index = torch.tensor([a.slot for a in rows], device=device)
-        first = state.next_code[index]
-        past = state.past_hidden[index]
-        residuals = talker.predict_residuals(
-            past, first, [a.row.sampling.predictor for a in rows], [a.generator for a in rows]
-        )
-        frames = torch.cat((first.unsqueeze(1), residuals), dim=1)
-
-        text = torch.cat([self._text_at(a) for a in rows], dim=0)
-        embeds = talker.embed_codes(frames) + text
-        logits, hidden = talker.decode([a.slot for a in rows], [a.length for a in rows], embeds)
-        seen = state.seen[index]
-        blocked = torch.tensor([a.frames < MIN_NEW_TOKENS for a in rows], device=device)
-        codes = sample_rows(
-            torch,
-            logits,
-            [a.row.sampling.talker for a in rows],
-            [a.generator for a in rows],
-            seen=seen,
-            banned=self._banned,
-            eos_blocked=blocked,
-            eos=self._eos,
-        )
-        state.next_code[index] = codes
-        state.past_hidden[index] = hidden
-        state.seen[index, codes] = True
-        state.length[index] += 1
-        state.frames[index] += 1
-        next_codes = codes.tolist()
-        self._emit(rows, [frames[i] for i in range(len(rows))], self.step_events.record(), next_codes)
-        self._finish_step(rows, next_codes)
-
     def _emit(self, rows: list[_Active], frames: list[Any], ready: Any, next_codes: list[int]) -> None:
-        """Each row's frame of this step to its listener; ``next_codes``: the codes the step sampled next (a
-        row that ends now ends its chunk with this frame)."""
+        """Each row's frame of this step: to code2wav at its chunk ends (all of this step's in one hand-over),
+        or to its ``events``; ``next_codes``: the codes the step sampled next (a row that ends now ends its
+        chunk with this frame)."""
         now = time.monotonic()
         step = self.stats.steps
         last = [self._ends_after(a, code) for a, code in zip(rows, next_codes, strict=True)]
-        schedules = [a.chunks for a in rows]
-        ends = end_chunks(schedules, last)
-        announced = [False] * len(rows)
-        if self.on_chunk_ends is not None and any(ends):
-            in_loop = (a.chunks for a in self._active.values())
-            announced = readable_ends(schedules, ends, in_loop, [a.row.consumer_away for a in rows])
-            if any(announced):
-                self.on_chunk_ends(step, sum(announced))
-        for active, codes, end, told in zip(rows, frames, ends, announced, strict=True):
+        ends = end_chunks([a.chunks for a in rows], last)
+        jobs: list[DecodeJob] = []
+        for active, codes, end in zip(rows, frames, ends, strict=True):
             if active.first_frame_at is None:
                 active.first_frame_at = now
             active.frames += 1
-            read = max(0, active.consumed + active.steps - active.prefix_tokens)
-            active.row.events.put(Frame(codes, active.row.text_read(read), ready, end, step, told))
+            row = active.row
+            text_read = row.text_read(max(0, active.consumed + active.steps - active.prefix_tokens))
+            output = row.output
+            if output is None:
+                row.events.put(Frame(codes, text_read, ready, end, step))
+                continue
+            active.pending.append(codes)
+            if end:
+                chunk, active.pending = active.pending, []
+                jobs.append(DecodeJob(row, row.decoder, chunk, ready, _chunk_done(output, text_read), row.stream))
+            if not active.told_read_all and row.text_end is not None and text_read >= row.text_end:
+                active.told_read_all = True
+                output.read_all()
+        if jobs:
+            assert self.decoding is not None
+            self.decoding.submit(jobs)
 
     def _ends_after(self, active: _Active, code: int) -> bool:
         """Whether the row ends after its frame of this step (before ``_emit`` counts it)."""
@@ -679,3 +710,12 @@ class GenerationLoop:
         if position < len(active.track):
             return active.track[position]
         return self.prompts.tts_pad
+
+
+def _chunk_done(output: RowOutput, text_read: int) -> Any:
+    """A code2wav callback handing one chunk's audio (or its error) to the row's output."""
+
+    def done(audio: Float32Array | None, error: BaseException | None) -> None:
+        output.chunk(audio, error, text_read)
+
+    return done

@@ -10,30 +10,50 @@ reads a few words ahead of its speech, so the new row's prefill and first frames
 old one speaks its last words, and no gap opens between them (opened at the old row's end, every
 rollover left a prefill and a step of silence, about every 35 s of speech).
 
-``chunks`` yields ``(audio, characters read)``: the characters of the utterance's text that the talker
-had read when it made the chunk's last frame (the talker reads text ahead of the speech it makes).
+Nothing here runs on a thread of its own. Text comes in on the caller's thread (``feed``/``finish``, the
+event loop's in the server) under a lock; the generation loop and code2wav push each row's audio in
+(``_RowOutput``), and the stream hands it, in order and row after row, to its listener
+(``AudioListener.audio``, with the characters of the utterance's text the talker had read when it made the
+chunk's last frame: it reads text ahead of the speech it makes), then ``ended`` once. A next row's audio
+made while the previous row still speaks waits here until that row's end. ``hold``/``release`` make the
+rows sit out while the listener's reader is a whole lead behind (the one flow limit).
+
+``chunks`` is the same audio as a blocking iterator (``TextStream``), for callers on a thread of their own.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import queue
 import re
 import threading
-from collections.abc import Generator, Iterator, Sequence
-from typing import Protocol
+from collections.abc import Iterator, Sequence
+from typing import Protocol, TypeAlias
 
-from speakwire.audio.chunk import AudioChunk
+from speakwire.audio.chunk import AudioChunk, Float32Array
 from speakwire.engines.base import EngineInfo, SynthesisRequest
-from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
-from speakwire.engines.qwen3.generation_loop import Frame, Row, RowEnd
-from speakwire.engines.qwen3.stream_decoder import StreamDecoder
-from speakwire.errors import EngineError
+from speakwire.engines.qwen3.generation_loop import Row, RowEnd, RowOutput
+from speakwire.errors import EngineError, SpeakwireError
 
 ROLLOVER_CHARS = 500
 """A row takes text up to the first sentence end past this many characters (~35 s of speech)."""
 SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*\s+|[。！？]")
+
+
+_Out: TypeAlias = "tuple[Float32Array, int] | _End"
+"""What goes to the listener: audio with its text position, or the end."""
+
+
+class AudioListener(Protocol):
+    """Where an utterance's audio goes (the synthesis side's channel to the event loop); never blocks."""
+
+    def audio(self, samples: Float32Array, text_read: int) -> None:
+        """Samples at the engine's rate, in order; ``text_read``: characters of the text read by then."""
+        ...
+
+    def ended(self, error: SpeakwireError | None) -> None:
+        """The utterance is over (after its last audio); ``error``: why it failed. Once, also after a cancel."""
+        ...
 
 
 @dataclasses.dataclass(slots=True)
@@ -44,43 +64,59 @@ class _Piece:
     text: str = ""
     closed: bool = False
     row: Row | None = None
+    held: list[_Out] = dataclasses.field(default_factory=list)
+    """Audio made before the pieces ahead of it ended (a next row speaks only after the previous one)."""
+    end: RowEnd | None = None
 
 
 class RowSource(Protocol):
-    """What an utterance needs of its engine: rows to generate in, and a way to turn their codes into audio.
+    """What an utterance needs of its engine: rows that generate and decode, and where a cap is reported.
 
     ``Qwen3Engine`` is one; naming the need here, not the engine, keeps this module free of an import of it."""
 
     @property
     def info(self) -> EngineInfo: ...
 
+    def open_row(
+        self,
+        request: SynthesisRequest,
+        *,
+        chunks: Sequence[int] | None = None,
+        stream: object = None,
+        output: RowOutput | None = None,
+    ) -> Row: ...
+
     @property
     def stream_schedule(self) -> tuple[int, ...]:
         """Frames per streamed chunk; the last size repeats."""
         ...
 
-    @property
-    def decoding(self) -> DecodeBatcher: ...
-
-    def open_row(
-        self, request: SynthesisRequest, *, chunks: Sequence[int] | None = None, stream: object = None
-    ) -> Row: ...
-
-    def open_decoder(self, request: SynthesisRequest) -> StreamDecoder: ...
-
     def report_cap(self, request: SynthesisRequest, budget: int, text: str) -> None: ...
 
 
 class Qwen3TextStream:
-    POLL_S = 0.05
-    """How often a waiting consumer looks at ``request.cancelled``."""
+    """One utterance: ``feed``/``finish`` text, audio to ``listener`` (or through ``chunks`` without one)."""
 
-    def __init__(self, engine: RowSource, request: SynthesisRequest) -> None:
+    def __init__(self, engine: RowSource, request: SynthesisRequest, listener: AudioListener | None = None) -> None:
         self._engine = engine
         self._request = request
+        self._queue: queue.SimpleQueue[tuple[Float32Array, int] | _End] | None = None
+        if listener is None:
+            self._queue = queue.SimpleQueue()
+            listener = _QueueListener(self._queue)
+        self._listener = listener
         self._lock = threading.Lock()
+        """Guards the pieces; taken on the caller's thread, the loop's and code2wav's, never held long."""
+        self._delivering = threading.Lock()
+        """Taken before ``_lock`` by whoever hands audio to the listener, and held while it does (outside
+        ``_lock``): the listener gets each piece's audio in order whichever thread hands it over."""
         self._text = ""
         self._done = False
+        self._held = False
+        self._over = False
+        """The listener was told ``ended``: nothing more goes to it."""
+        self._current = 0
+        """The piece whose audio goes to the listener now."""
         self._pieces = [_Piece(0)]
         self._open(self._pieces[0])
 
@@ -95,57 +131,84 @@ class Qwen3TextStream:
         return sum(1 for piece in self._pieces if piece.row is not None)
 
     def feed(self, text: str) -> None:
-        with self._lock:
-            if not self._text:
-                text = text.lstrip()
-            self._text += text
-            piece = self._pieces[-1]
-            piece.text += text
-            rest = self._split(piece)
-            if piece.row is not None:
-                piece.row.feed(text[: max(0, len(text) - len(rest))] if rest else text)
-                if piece.closed:
-                    piece.row.finish()
-            if rest is not None:
-                self._pieces.append(_Piece(piece.start + len(piece.text), rest))
-                self._split_all()
+        with self._delivering:
+            with self._lock:
+                if not self._text:
+                    text = text.lstrip()
+                self._text += text
+                piece = self._pieces[-1]
+                piece.text += text
+                rest = self._split(piece)
+                if piece.row is not None:
+                    piece.row.feed(text[: max(0, len(text) - len(rest))] if rest else text)
+                    if piece.closed:
+                        piece.row.finish()
+                if rest is not None:
+                    self._pieces.append(_Piece(piece.start + len(piece.text), rest))
+                    self._split_all()
+                out = self._advance()  # a row that ended early (EOS) waits for text, or a piece for its row
+            self._hand_on(out)
 
     def finish(self) -> None:
-        with self._lock:
-            self._done = True
-            last = self._pieces[-1]
-            last.closed = True
-            if last.row is not None:
-                last.row.finish()
+        with self._delivering:
+            with self._lock:
+                self._done = True
+                last = self._pieces[-1]
+                last.closed = True
+                if last.row is not None:
+                    last.row.finish()
+                out = self._advance()
+            self._hand_on(out)
 
     def cancel(self) -> None:
+        """Stop every row now; the listener is told ``ended`` (no error) unless it was already."""
+        with self._delivering:
+            with self._lock:
+                self._done = True
+                for piece in self._pieces:
+                    if piece.row is not None:
+                        piece.row.cancel()
+                out = self._close(None)
+            self._hand_on(out)
+
+    def hold(self) -> None:
+        """The listener's reader is a whole lead behind: every row sits out until ``release``."""
         with self._lock:
-            self._done = True
+            self._held = True
             for piece in self._pieces:
                 if piece.row is not None:
-                    piece.row.cancel()
+                    piece.row.hold()
+
+    def release(self) -> None:
+        """The listener wants more: rows held since ``hold`` step again (nothing to do when none is held)."""
+        if not self._held:
+            return
+        with self._lock:
+            self._held = False
+            for piece in self._pieces:
+                if piece.row is not None:
+                    piece.row.release()
 
     def chunks(self) -> Iterator[tuple[AudioChunk, int]]:
-        """Audio as the rows' frames arrive; ends at the last row's end, or at a cancel (then without raising)."""
+        """The audio as a blocking iterator (only for a stream opened without a listener); ends at the last
+        row's end or at a cancel (then without raising); raises ``EngineError`` when a row failed."""
+        assert self._queue is not None, "this stream hands its audio to a listener"
+        rate = self._engine.info.sample_rate
         try:
-            for index in itertools.count():
-                piece = self._next_piece(index)
-                if piece is None:
+            while True:
+                item = self._queue.get()
+                if isinstance(item, _End):
+                    if item.error is not None:
+                        raise item.error
                     return
-                end = yield from self._row_chunks(piece)
-                if end is None or end.reason == "cancelled":
+                if self._request.cancelled.is_set():
                     return
-                if end.reason == "error":
-                    raise EngineError(f"Qwen3-TTS generation failed: {end.error}") from end.error
-                if end.reason == "capped":
-                    assert piece.row is not None
-                    self._engine.report_cap(self._request, piece.row.max_frames, piece.text)
+                yield AudioChunk(item[0], rate), item[1]
         finally:
-            # However this ends (a barge-in between rows, an error, the consumer gone), no row opened ahead
-            # may keep its slot: a row waiting for text that never comes would hold it for good.
+            # However this ends (the consumer gone, an error), no row may keep its slot.
             self.cancel()
 
-    # ----- rows --------------------------------------------------------------------------------
+    # ----- rows (called with the lock held unless said otherwise) --------------------------------
 
     def _split(self, piece: _Piece) -> str | None:
         """Close ``piece`` at its first sentence end past ``ROLLOVER_CHARS``; return the text after it."""
@@ -170,82 +233,134 @@ class Qwen3TextStream:
         index = self._pieces.index(piece)
         if index:
             request = dataclasses.replace(request, seed=int(request.seed or 0) + index, extra=dict(request.extra))
-        piece.row = engine.open_row(request, chunks=engine.stream_schedule, stream=self)
-        # Nobody reads a row until the consumer reaches it (``_row_chunks``): the next row of a long text
-        # runs while the consumer is still on this one, or parked with its audio, so code2wav must not
-        # wait for its chunks. Set before its text, so before its first step.
-        piece.row.consumer_away = True
+        output = _RowOutput(self, piece)
+        piece.row = row = engine.open_row(request, chunks=engine.stream_schedule, stream=self, output=output)
+        if self._held:
+            row.hold()  # set before its text, so before its first step
         if piece.text:
-            piece.row.feed(piece.text)
+            row.feed(piece.text)
         if piece.closed:
-            piece.row.finish()
+            row.finish()
 
     def _open_next(self, piece: _Piece) -> None:
         """Open the row after ``piece`` now, if its text has begun, so it is ready when ``piece`` ends."""
-        with self._lock:
-            index = self._pieces.index(piece) + 1
-            if index < len(self._pieces) and not self._request.cancelled.is_set():
-                following = self._pieces[index]
-                if following.row is None and following.text.strip():
-                    self._open(following)
+        index = self._pieces.index(piece) + 1
+        if index < len(self._pieces) and not self._over:
+            following = self._pieces[index]
+            if following.row is None and following.text.strip():
+                self._open(following)
 
-    def _next_piece(self, index: int) -> _Piece | None:
-        """The piece ``index``, its row opened; waits while the text may still bring it; None when it never will."""
-        while not self._request.cancelled.is_set():
-            with self._lock:
-                if index < len(self._pieces):
-                    piece = self._pieces[index]
-                    if piece.row is None:
-                        if self._done and not piece.text.strip():
-                            return None
-                        self._open(piece)
-                    return piece
-                if self._done:
-                    return None
-            self._request.cancelled.wait(self.POLL_S)
-        return None
-
-    def _row_chunks(self, piece: _Piece) -> Generator[tuple[AudioChunk, int], None, RowEnd | None]:
-        """One row's audio in the stream schedule; returns how the row ended (None: the consumer left)."""
-        engine, request = self._engine, self._request
-        row = piece.row
-        assert row is not None
-        decoder = engine.open_decoder(request)
-        row.consumer_away = False  # read from here on
-        pending: list[Frame] = []
-        text_read = piece.start
-        next_opened = False
-        end: RowEnd | None = None
-        try:
-            while end is None:
-                if request.cancelled.is_set():
-                    return None
-                try:
-                    event = row.events.get(timeout=self.POLL_S)
-                except queue.Empty:
-                    continue
-                if isinstance(event, RowEnd):
-                    end = event
-                    if end.reason == "cancelled":
-                        return end
-                else:
-                    pending.append(event)
-                    text_read = piece.start + event.text_read
-                    if not next_opened and piece.closed and event.text_read >= len(piece.text.rstrip()):
-                        next_opened = True  # only its last words are left to speak
-                        self._open_next(piece)
-                if pending and (pending[-1].chunk_end or end is not None):
-                    # The loop ends chunks in ``stream_schedule`` sizes, in step with other rows' (they batch).
-                    # Stacked and windowed on code2wav's stream, after the newest frame's event (CUDA).
-                    take, pending = pending, []
-                    tag = take[-1].step if take[-1].announced else None
-                    audio = engine.decoding.decode(decoder, [f.codes for f in take], take[-1].ready, tag)
-                    # Until the consumer asks for more it reads no frame (at the lead it waits for its
-                    # listener): the loop announces none of this row's chunks to code2wav meanwhile.
-                    row.consumer_away = True
-                    yield AudioChunk(audio, engine.info.sample_rate), text_read
-                    row.consumer_away = False
-        finally:
+    def _advance(self) -> list[_Out]:
+        """Move past the current piece while its row has ended; return the audio now due to the listener."""
+        out: list[_Out] = []
+        while not self._over:
+            piece = self._pieces[self._current]
+            end = piece.end
             if end is None:
-                self.cancel()  # the consumer is gone: free the slots before the loop's next step
-        return end
+                if piece.row is None:  # a piece whose row was never opened: open it now if it can start
+                    if piece.text.strip():
+                        self._open(piece)
+                    elif self._done:
+                        out.extend(self._close(None))
+                return out
+            if end.reason == "error":
+                return out + self._close(EngineError(f"Qwen3-TTS generation failed: {end.error}"))
+            if end.reason == "cancelled":
+                return out + self._close(None)
+            if end.reason == "capped":
+                assert piece.row is not None
+                self._engine.report_cap(self._request, piece.row.max_frames, piece.text)
+            if self._current + 1 < len(self._pieces):
+                self._current += 1
+                following = self._pieces[self._current]
+                out.extend(following.held)
+                following.held.clear()
+            elif self._done:
+                return out + self._close(None)
+            else:
+                return out  # the row ended before its text did (EOS): more text, or the end of it, decides
+        return out
+
+    def _close(self, error: SpeakwireError | None) -> list[_Out]:
+        """The stream is over: every row stops; the listener's ``ended`` goes out after the audio before it."""
+        if self._over:
+            return []
+        self._over = True
+        for piece in self._pieces:
+            if piece.row is not None:
+                piece.row.cancel()  # a row opened ahead, or one still waiting for text, frees its slot
+        return [_End(error)]
+
+    def _hand_on(self, out: list[_Out]) -> None:
+        """With ``_delivering`` held (and ``_lock`` not): give ``out`` to the listener, in order."""
+        for item in out:
+            if isinstance(item, _End):
+                self._listener.ended(item.error)
+            else:
+                self._listener.audio(*item)
+
+    # ----- from the loop's and code2wav's threads (``generation_loop.RowOutput``) -----------------
+
+    def _row_chunk(self, piece: _Piece, audio: Float32Array | None, error: BaseException | None, read: int) -> None:
+        with self._delivering:
+            with self._lock:
+                if self._over:
+                    return
+                if error is not None:
+                    out = self._close(EngineError(f"Qwen3-TTS decoding failed: {type(error).__name__}: {error}"))
+                elif audio is None or not len(audio):
+                    return
+                elif self._pieces[self._current] is not piece:
+                    piece.held.append((audio, piece.start + read))
+                    return
+                else:
+                    out = [(audio, piece.start + read)]
+            self._hand_on(out)
+
+    def _row_ended(self, piece: _Piece, end: RowEnd) -> None:
+        with self._delivering:
+            with self._lock:
+                piece.end = end
+                out = self._advance() if self._pieces[self._current] is piece else []
+            self._hand_on(out)
+
+    def _row_read_all(self, piece: _Piece) -> None:
+        with self._lock:
+            self._open_next(piece)
+
+
+class _RowOutput:
+    """One row's side of its stream (``generation_loop.RowOutput``)."""
+
+    __slots__ = ("_piece", "_stream")
+
+    def __init__(self, stream: Qwen3TextStream, piece: _Piece) -> None:
+        self._stream = stream
+        self._piece = piece
+
+    def chunk(self, audio: Float32Array | None, error: BaseException | None, text_read: int) -> None:
+        self._stream._row_chunk(self._piece, audio, error, text_read)
+
+    def ended(self, end: RowEnd) -> None:
+        self._stream._row_ended(self._piece, end)
+
+    def read_all(self) -> None:
+        self._stream._row_read_all(self._piece)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _End:
+    error: SpeakwireError | None
+
+
+class _QueueListener:
+    """The listener behind ``chunks``: a queue its caller's thread blocks on."""
+
+    def __init__(self, items: queue.SimpleQueue[tuple[Float32Array, int] | _End]) -> None:
+        self._items = items
+
+    def audio(self, samples: Float32Array, text_read: int) -> None:
+        self._items.put((samples, text_read))
+
+    def ended(self, error: SpeakwireError | None) -> None:
+        self._items.put(_End(error))
