@@ -6,14 +6,13 @@ import argparse
 import asyncio
 import sys
 
-import numpy as np
-
-from speakwire.encoders.registry import AUDIO_FORMATS, default_sample_rate, encode_file
+from speakwire.encoders.registry import AUDIO_FORMATS, default_sample_rate
 from speakwire.engines.base import SynthesisRequest
 from speakwire.engines.registry import default_worker_count, load_engine
+from speakwire.output import AudioOut, OutputSpec, SegmentEnd, UtteranceEnd
 from speakwire.scheduler import Scheduler
 from speakwire.settings import Settings
-from speakwire.synthesis import AudioReady, SegmentFinished, SynthesisPipeline
+from speakwire.synthesis import SynthesisPipeline
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,18 +43,19 @@ async def synthesize_to_bytes(settings: Settings, text: str, fmt: str, speed: fl
         pipeline = SynthesisPipeline(engine, scheduler)
         request = engine.validate(SynthesisRequest(voice=voice, speed=speed))
         rate = default_sample_rate(fmt, sample_rate, engine.info.sample_rate)
+        out = await AudioOut.open(OutputSpec(fmt, rate, "file"))
         utterance = pipeline.utterance(request, output_rate=rate)
-        utterance.feed(text)
-        utterance.finish()
-        parts = []
-        async for event in utterance.events():
-            if isinstance(event, AudioReady):
-                parts.append(event.samples)
-            elif isinstance(event, SegmentFinished) and event.error is not None:
-                raise SystemExit(f"synthesis failed: {event.error.message}")
-        utterance.close()
-        samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-        return encode_file(fmt, rate, samples)
+        try:
+            utterance.feed(text)
+            utterance.finish()
+            async for part in out.parts(utterance):
+                if isinstance(part, SegmentEnd) and part.error is not None:
+                    raise SystemExit(f"synthesis failed: {part.error.message}")
+                if isinstance(part, UtteranceEnd):
+                    return part.data
+            return b""
+        finally:
+            utterance.close()
     finally:
         scheduler.close()
         engine.close()

@@ -7,7 +7,12 @@ utterance is admitted and starts synthesizing at once. ``info`` and ``pong`` ans
 
 A closed connection cancels its synthesis: an end of input (the client half-closed, or left) stops reading
 and lets the requests already made finish, and the first write that fails cancels everything. Every task
-and admission slot is released when the connection ends, however it ends.
+and admission slot is released when the connection ends, however it ends (the speakers are a
+``SpeakerChain``, each owning its utterance's ``Admitted``). Audio comes from ``AudioOut`` as 16-bit PCM.
+
+Request ids: TCP has no headers, so each connection gets a new id, bound while it is served, and each utterance
+``{connection id}-{n}``, bound while it is spoken, so log lines name them. Wyoming's events have no field for
+them, and the wire stays as wyoming-piper's.
 
 A drain (``server.drain``) that ends with a connection still open cuts what it was synthesizing and ends each
 request the Wyoming way, as the WebSocket dialects end theirs with their final event and 1001: an ``error``
@@ -29,7 +34,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import speakwire
-from speakwire.audio.chunk import float_to_int16_bytes
 from speakwire.errors import (
     NotFoundError,
     NotReadyError,
@@ -38,14 +42,17 @@ from speakwire.errors import (
     SpeakwireError,
     TooBusyError,
 )
+from speakwire.output import AudioOut, AudioPart, OutputPart, OutputSpec, SegmentEnd, SegmentStart, UtteranceEnd
+from speakwire.server.admission import Admitted, admit
 from speakwire.server.flow import ReaderStalled, write_stall
+from speakwire.server.limits import MAX_SESSION_CHARS
 from speakwire.server.options import ResolvedSpeech, SpeechOptions, resolve_speech
+from speakwire.server.request_ids import bound, new_request_id
+from speakwire.server.speakers import SpeakerChain
 from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.state import ServerState
-from speakwire.server.stream.protocol import MAX_SESSION_CHARS
-from speakwire.server.turns import close_utterance, open_utterance
 from speakwire.server.wyoming import protocol as p
-from speakwire.synthesis import AudioReady, SegmentFinished, SegmentStarted, Utterance, UtteranceFinished
+from speakwire.synthesis import Utterance
 
 logger = logging.getLogger(__name__)
 
@@ -150,10 +157,10 @@ class WyomingConnection:
         self._decoder = p.FrameDecoder()
         self._send_lock = asyncio.Lock()
         self._stall = write_stall(state, PROTOCOL)
-        self._tail: asyncio.Task[None] | None = None
-        """The last speaker: the next one waits for it."""
-        self._speakers: set[asyncio.Task[None]] = set()
-        self._utterances: set[Utterance] = set()
+        self.request_id = new_request_id()
+        self._utterance_count = 0
+        self._speakers = SpeakerChain()
+        """Everything sent about synthesis, in request order: one speaker per request (or error)."""
         self._stream: Utterance | None = None
         """The open stream's utterance (``synthesize-start`` seen, no ``synthesize-stop`` yet)."""
         self._last_activity = time.monotonic()
@@ -166,7 +173,7 @@ class WyomingConnection:
     # ----- lifetime ---------------------------------------------------------------------
 
     async def run(self) -> None:
-        with self.state.open_session(self):  # so a drain can end it (going_away)
+        with bound(self.request_id), self.state.open_session(self):  # so a drain can end it (going_away)
             await self._run()
 
     async def _run(self) -> None:
@@ -176,8 +183,8 @@ class WyomingConnection:
                 if not data:
                     # No more requests: cancel a stream that can never be stopped, finish the others.
                     self._cancel_stream()
-                    if self._speakers:
-                        await asyncio.wait(list(self._speakers))
+                    if speaking := self._speakers.speaking:
+                        await asyncio.wait([s.task for s in speaking])
                     return
                 try:
                     events = self._decoder.feed(data)
@@ -209,8 +216,9 @@ class WyomingConnection:
         """
         self._going_away = True
         self._stream = None  # its synthesize-stop will not be read now
-        for utterance in list(self._utterances):
-            utterance.cancel()
+        for speaker in self._speakers.speaking:
+            if speaker.admitted is not None:
+                speaker.admitted.utterance.cancel()
         said = False
         try:
             with contextlib.suppress(_Closed, ConnectionError, TimeoutError):
@@ -230,7 +238,7 @@ class WyomingConnection:
         """Until every speaker is done; ``TimeoutError`` once a write has waited ``GOING_AWAY_WRITE_S``."""
         loop = asyncio.get_running_loop()
         began = loop.time()  # a write already waiting counts from here
-        while pending := [task for task in self._speakers if not task.done()]:
+        while pending := [s.task for s in self._speakers.speaking]:
             await asyncio.wait(pending, timeout=GOING_AWAY_POLL_S)
             since = self._writing_since
             if since is not None and loop.time() - max(since, began) >= GOING_AWAY_WRITE_S:
@@ -250,7 +258,7 @@ class WyomingConnection:
             try:
                 data = await asyncio.wait_for(self._reader.read(READ_SIZE), timeout=idle)
             except TimeoutError:
-                if self._stream is not None or any(not task.done() for task in self._speakers):
+                if self._stream is not None or self._speakers.busy:
                     continue
                 if time.monotonic() - self._last_activity >= idle:
                     logger.debug("wyoming: closing a connection idle for %g s", idle)
@@ -262,26 +270,12 @@ class WyomingConnection:
     async def _cancel_all(self) -> None:
         """Stop every request of this connection now and release its slots; wait for its speakers."""
         self._stream = None
-        for utterance in list(self._utterances):
-            utterance.cancel()
-        speakers = list(self._speakers)
-        for task in speakers:
-            task.cancel()
-        for task in speakers:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        # A speaker cancelled before it ever ran never reached its own ``finally``.
-        for utterance in list(self._utterances):
-            self._release(utterance)
+        await self._speakers.cancel_all()
 
     def _cancel_stream(self) -> None:
         if self._stream is not None:
             self._stream.cancel()
             self._stream = None
-
-    def _release(self, utterance: Utterance) -> None:
-        close_utterance(self.state, utterance, PROTOCOL)
-        self._utterances.discard(utterance)
 
     # ----- sending ----------------------------------------------------------------------
 
@@ -304,17 +298,12 @@ class WyomingConnection:
             finally:
                 self._writing_since = None
 
-    def _in_order(self, work: Callable[[], Awaitable[None]]) -> None:
-        """Run ``work`` once everything asked for earlier on this connection has been sent."""
-        previous = self._tail
-        task = asyncio.create_task(self._after(previous, work))
-        self._tail = task
-        self._speakers.add(task)
-        task.add_done_callback(self._speakers.discard)
+    def _in_order(self, work: Callable[[], Awaitable[None]], admitted: Admitted | None = None) -> None:
+        """Run ``work`` once everything asked for earlier on this connection has been sent (``admitted``: the
+        utterance it speaks, released however it ends)."""
+        self._speakers.start(admitted, lambda _: self._guarded(work))
 
-    async def _after(self, previous: asyncio.Task[None] | None, work: Callable[[], Awaitable[None]]) -> None:
-        if previous is not None:
-            await asyncio.wait([previous])  # its outcome is its own; a cancel of ours still propagates
+    async def _guarded(self, work: Callable[[], Awaitable[None]]) -> None:
         try:
             await work()
         except _Closed:
@@ -385,25 +374,25 @@ class WyomingConnection:
             self._error_in_order(exc.message, code, then_close=True)
             return
         # The limit may be above the utterance's default buffer; the text is checked against it already.
-        utterance = await self._open(command.voice, max_buffer_chars=limit, then_close=True)
-        if utterance is None:
+        admitted = await self._open(command.voice, max_buffer_chars=limit, then_close=True)
+        if admitted is None:
             return
         try:
-            utterance.feed(text)
-            utterance.finish()
+            admitted.utterance.feed(text)
+            admitted.utterance.finish()
         except SpeakwireError as exc:
-            self._release(utterance)
+            admitted.close()
             self._error_in_order(exc.message, _error_code(exc), then_close=True)
             return
-        self._in_order(lambda: self._send_once(utterance))
+        self._in_order(lambda: self._send_once(admitted.utterance), admitted)
 
     async def _open_stream(self, command: p.OpenStream) -> None:
-        utterance = await self._open(command.voice, max_buffer_chars=MAX_SESSION_CHARS)
-        if utterance is None:
+        admitted = await self._open(command.voice, max_buffer_chars=MAX_SESSION_CHARS)
+        if admitted is None:
             self._session.stream_failed()
             return
-        self._stream = utterance
-        self._in_order(lambda: self._send_stream(utterance))
+        self._stream = admitted.utterance
+        self._in_order(lambda: self._send_stream(admitted.utterance), admitted)
 
     def _stream_text(self, text: str) -> None:
         assert self._stream is not None
@@ -424,19 +413,19 @@ class WyomingConnection:
 
     async def _open(
         self, voice: p.VoiceChoice | None, *, max_buffer_chars: int = 100_000, then_close: bool = False
-    ) -> Utterance | None:
+    ) -> Admitted | None:
         """Resolve the voice and admit an utterance; on failure send the error (in order) and return None."""
+        self._utterance_count += 1
+        request_id = f"{self.request_id}-{self._utterance_count}"
         try:
             resolved = await self._resolve(voice)
-            utterance = open_utterance(self.state, resolved, protocol=PROTOCOL, max_buffer_chars=max_buffer_chars)
+            return admit(self.state, resolved, protocol=PROTOCOL, max_buffer_chars=max_buffer_chars,
+                         request_id=request_id)  # fmt: skip
         except p.WyomingError as exc:
             self._error_in_order(exc.text, exc.code, then_close=then_close)
-            return None
         except SpeakwireError as exc:
             self._error_in_order(exc.message, _error_code(exc), then_close=then_close)
-            return None
-        self._utterances.add(utterance)
-        return utterance
+        return None
 
     async def _resolve(self, voice: p.VoiceChoice | None) -> ResolvedSpeech:
         engine, _, _ = self.state.require_ready()
@@ -467,68 +456,64 @@ class WyomingConnection:
     async def _send_once(self, utterance: Utterance) -> None:
         """One ``audio-start`` … ``audio-stop`` around every sentence of a one-shot ``synthesize``."""
         rate = utterance.output_rate
+        out = await AudioOut.open(OutputSpec("pcm", rate))
         chunker = p.PcmChunker()
         started = False
-        try:
-            async for event in utterance.events():
-                if self._going_away and not _finished_whole(event):
-                    # Cut by the drain: what is still queued is dropped, the endings go out now.
-                    await self._say_going_away(*([p.audio_stop()] if started else []))
-                    return
-                if isinstance(event, SegmentStarted) and not started:
-                    started = True
-                    await self._send(p.audio_start(rate))
-                elif isinstance(event, AudioReady):
-                    await self._send_chunks(rate, chunker.add(float_to_int16_bytes(event.samples)))
-                elif isinstance(event, SegmentFinished) and event.error is not None:
-                    utterance.cancel()
-                    await self._send_chunks(rate, chunker.flush())
-                    await self._send(p.error(f"Synthesis failed: {event.error.message}", "synthesis_failed"),
-                                     p.audio_stop())  # fmt: skip
-                    return
-                elif isinstance(event, UtteranceFinished) and not event.cancelled:
-                    await self._send_chunks(rate, chunker.flush())
-                    await self._send(p.audio_stop())
-        finally:
-            self._release(utterance)
+        async for part in out.parts(utterance):
+            if self._going_away and not _finished_whole(part):
+                # Cut by the drain: what is still queued is dropped, the endings go out now.
+                await self._say_going_away(*([p.audio_stop()] if started else []))
+                return
+            if isinstance(part, SegmentStart) and not started:
+                started = True
+                await self._send(p.audio_start(rate))
+            elif isinstance(part, AudioPart):
+                await self._send_chunks(rate, chunker.add(part.data))
+            elif isinstance(part, SegmentEnd) and part.error is not None:
+                utterance.cancel()
+                await self._send_chunks(rate, chunker.flush())
+                await self._send(p.error(f"Synthesis failed: {part.error.message}", "synthesis_failed"),
+                                 p.audio_stop())  # fmt: skip
+                return
+            elif isinstance(part, UtteranceEnd) and not part.cancelled:
+                await self._send_chunks(rate, chunker.add(part.data) + chunker.flush())
+                await self._send(p.audio_stop())
 
     async def _send_stream(self, utterance: Utterance) -> None:
         """Each sentence its own ``audio-start`` … ``audio-stop`` as it is spoken, then ``synthesize-stopped``."""
         rate = utterance.output_rate
+        out = await AudioOut.open(OutputSpec("pcm", rate))
         chunker = p.PcmChunker()
         speaking = False  # an audio-start went out whose audio-stop has not
-        try:
-            async for event in utterance.events():
-                if self._going_away and not _finished_whole(event):
-                    # Cut by the drain: what is still queued is dropped, the endings go out now.
-                    await self._say_going_away(*([p.audio_stop()] if speaking else []), p.synthesize_stopped())
-                    return
-                if isinstance(event, SegmentStarted):
-                    chunker = p.PcmChunker()
-                    speaking = True
-                    await self._send(p.audio_start(rate))
-                elif isinstance(event, AudioReady):
-                    await self._send_chunks(rate, chunker.add(float_to_int16_bytes(event.samples)))
-                elif isinstance(event, SegmentFinished):
-                    await self._send_chunks(rate, chunker.flush())
-                    if event.error is not None:
-                        await self._send(p.error(f"Sentence {event.index} failed: {event.error.message}",
-                                                 "synthesis_failed"))  # fmt: skip
-                    speaking = False
-                    await self._send(p.audio_stop())
-                elif isinstance(event, UtteranceFinished) and not event.cancelled:
-                    await self._send(p.synthesize_stopped())
-        finally:
-            self._release(utterance)
+        async for part in out.parts(utterance):
+            if self._going_away and not _finished_whole(part):
+                # Cut by the drain: what is still queued is dropped, the endings go out now.
+                await self._say_going_away(*([p.audio_stop()] if speaking else []), p.synthesize_stopped())
+                return
+            if isinstance(part, SegmentStart):
+                chunker = p.PcmChunker()
+                speaking = True
+                await self._send(p.audio_start(rate))
+            elif isinstance(part, AudioPart):
+                await self._send_chunks(rate, chunker.add(part.data))
+            elif isinstance(part, SegmentEnd):
+                await self._send_chunks(rate, chunker.flush())
+                if part.error is not None:
+                    await self._send(p.error(f"Sentence {part.index} failed: {part.error.message}",
+                                             "synthesis_failed"))  # fmt: skip
+                speaking = False
+                await self._send(p.audio_stop())
+            elif isinstance(part, UtteranceEnd) and not part.cancelled:
+                await self._send(p.synthesize_stopped())
 
     async def _send_chunks(self, rate: int, chunks: list[bytes]) -> None:
         if chunks:
             await self._send(*(p.audio_chunk(rate, chunk) for chunk in chunks))
 
 
-def _finished_whole(event: object) -> bool:
-    """``event`` ends an utterance that was not cut: what it still owes (its last chunks, the stop) is sent."""
-    return isinstance(event, UtteranceFinished) and not event.cancelled
+def _finished_whole(part: OutputPart) -> bool:
+    """``part`` ends an utterance that was not cut: what it still owes (its last chunks, the stop) is sent."""
+    return isinstance(part, UtteranceEnd) and not part.cancelled
 
 
 def _error_code(exc: SpeakwireError) -> p.ErrorCode:
