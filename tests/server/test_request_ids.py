@@ -180,7 +180,6 @@ def test_deepgram_errors_carry_the_x_request_id(server: LiveServer) -> None:
     assert response.headers["dg-request-id"] == request_id and response.json()["request_id"] == request_id
 
 
-@pytest.mark.xfail(strict=True, reason="cartesia/router.py makes its own uuid4 for the error body (the lead's file)")
 def test_cartesia_errors_carry_the_x_request_id(server: LiveServer) -> None:
     _, path, kwargs, _ = ROUTES["cartesia-400"]
     response = call(server, "POST", path, **kwargs)
@@ -204,7 +203,6 @@ def test_a_refused_websocket_upgrade_carries_the_request_id(server: LiveServer) 
     assert refused.value.response.headers["x-request-id"] == "ws-refused"
 
 
-@pytest.mark.xfail(strict=True, reason="deepgram/session.py makes its own uuid4 (the lead's file; see the report)")
 def test_deepgram_websocket_dg_request_id_is_the_connections_id(server: LiveServer) -> None:
     url = f"ws://127.0.0.1:{server.settings.port}/v1/speak?model=aura-2-thalia-en"
     with websockets.sync.client.connect(url, additional_headers={"X-Request-ID": "dg-ws"}) as ws:
