@@ -1,8 +1,8 @@
 """The GPU check: ``speakwire bench qwen3-gpu`` with the codes held to the ``qwen_tts`` package's own.
 
 ``bench/gpu/run.sh`` runs this on the GPU machine (and it runs on a CPU the same way, ``--device cpu``): the
-packaged benchmark's levels and CUDA graphs, plus two comparisons against the reference the tests use, which
-an installed wheel does not carry:
+packaged benchmark's levels and CUDA graphs, plus two comparisons against the reference the tests use
+(``tests/qwen3/oracle/package.py``, through ``bench.checkout``), which an installed wheel does not carry:
 
 * greedy codes of the generation loop against the package's ``generate`` for the same request (frames equal
   before the first difference);
@@ -19,12 +19,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bench.checkout import tests_on_path
 from speakwire.bench.qwen3 import gpu
 
 
 def reference_equality(torch: Any, engine: Any, frames: int) -> dict[str, Any]:
     """Greedy codes and audio of the generation loop against the package's ``generate`` (the oracle)."""
     import numpy as np
+
+    tests_on_path()
+    from oracle.package import generate, synthesize_full
 
     from speakwire.bench.qwen3.steering import steer_eos
     from speakwire.engines.qwen3.generation_loop import RowEnd
@@ -48,7 +52,7 @@ def reference_equality(torch: Any, engine: Any, frames: int) -> dict[str, Any]:
 
         tokenizer.decode = decode
         try:
-            engine._generate(gpu.TEXT, request, max_new_tokens=frames + 1)
+            generate(engine, gpu.TEXT, request, max_new_tokens=frames + 1)
         finally:
             tokenizer.decode = inner
     theirs = recorded[0][int(engine._history(request).shape[0]) :]
@@ -61,7 +65,7 @@ def reference_equality(torch: Any, engine: Any, frames: int) -> dict[str, Any]:
     with steer_eos(engine, after=short):
         chunks = engine.synthesize(gpu.TEXT, gpu.request(engine, 3, short, greedy=True))
         streamed = np.concatenate([c.samples for c in chunks])
-        full = engine.synthesize_full(gpu.TEXT, gpu.request(engine, 3, short, greedy=True)).samples
+        full = synthesize_full(engine, gpu.TEXT, gpu.request(engine, 3, short, greedy=True)).samples
     n = min(len(streamed), len(full))
     out["greedy_audio_max_abs_diff"] = float(np.abs(streamed[:n] - full[:n]).max()) if n else None
     out["greedy_audio_lengths"] = [len(streamed), len(full)]

@@ -11,11 +11,15 @@ import importlib.util
 import re
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
 # qwen-tts goes in with --no-deps (README, "Why --no-deps"), so pip knows its torchaudio requirement is unmet.
 KNOWN = re.compile(r"qwen-tts [\w.]+ requires torchaudio, which is not installed\.")
+ROOT = Path(__file__).resolve().parents[2]
+EXTRAS_INSTALLED = re.compile(r"""-e\s+["']?\.\[([\w,-]+)\]""")
 
 
 def installed(*modules: str) -> bool:
@@ -44,4 +48,26 @@ def test_the_ui_and_the_qwen3_engine_import_into_one_process() -> None:
     if not installed("qwen_tts"):
         code = code.replace("import_qwen_tts()\n", "")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def test_scripts_test_and_the_readme_install_every_extra_the_package_declares() -> None:
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+
+    def installed_by(text: str) -> set[str]:
+        return {extra for group in EXTRAS_INSTALLED.findall(text) for extra in group.split(",")}
+
+    assert installed_by((ROOT / "scripts" / "test").read_text()) == declared
+    assert installed_by((ROOT / "README.md").read_text()) == declared
+
+
+@pytest.mark.skipif(not installed("psutil", "matplotlib", "flask"), reason="needs the [bench] extra")
+def test_the_bench_extra_gives_the_load_benchmark_its_cpu_meter_plot_and_piper_server() -> None:
+    code = (
+        "from speakwire.bench.process import CpuMeter\n"
+        "import os; meter = CpuMeter(os.getpid()); meter.start(); assert meter.stop() is not None\n"
+        "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot\n"
+        "import flask, piper.http_server\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr

@@ -227,7 +227,7 @@ class _Run:
         from speakwire.bench.servers import piper_server
 
         if importlib.util.find_spec("flask") is None:
-            self.skipped["piper-http"] = "Flask is not installed (pip install -r bench/requirements.txt)"
+            self.skipped["piper-http"] = "Flask is not installed (the [bench] extra: pip install 'speakwire[bench]')"
             _log(f"piper-http skipped: {self.skipped['piper-http']}")
             return {}
         server = piper_server(self.out, self.model_path())

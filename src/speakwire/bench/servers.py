@@ -157,7 +157,7 @@ def speakwire_server(
 def piper_server(log_dir: Path, model_path: Path) -> ServerProcess:
     """Piper's own server (``python -m piper.http_server``), same voice file, on a free loopback port.
 
-    It needs Flask, which piper-tts does not install (``pip install -r bench/requirements.txt``).
+    It needs Flask, which piper-tts does not install (the ``[bench]`` extra: ``pip install 'speakwire[bench]'``).
     """
     port = free_port()
     argv = [sys.executable, "-m", "piper.http_server", "-m", str(model_path), "--host", "127.0.0.1",

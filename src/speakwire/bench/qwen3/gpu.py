@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None, *, equality: Equality | None = None)
             report["error"] = f"{type(exc).__name__}: {exc}"
         write_results(args.out, result, _markdown(result))
     print(_markdown(result))
-    return 0
+    return 1 if any("error" in report for report in result["models"].values()) else 0  # a check fails loudly
 
 
 def _run_model(
