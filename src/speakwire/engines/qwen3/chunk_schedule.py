@@ -89,4 +89,3 @@ def _due_elsewhere(schedule: ChunkSchedule, due: int, due_of_stream: Counter[int
     ``schedule``, which is not due itself (a stream of None is one of its own)."""
     own = due_of_stream[id(schedule.stream)] if schedule.stream is not None else 0
     return due > own
-

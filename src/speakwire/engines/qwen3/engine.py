@@ -239,7 +239,8 @@ class Qwen3Engine:
         return self.loop.health_error
 
     def engine_metrics(self) -> dict[str, float]:
-        """For /metrics: KV slots and their use, the loop's steps and batch, code2wav batching."""
+        """For /metrics: KV slots and their use, the loop's steps and batch, code2wav batching, the loop's turns
+        (wake-ups), the median recent step and the 99th percentile gap between consecutive step starts."""
         stats, decoding = self.loop.stats, self.decoding.stats
         return {
             "slots": self.loop.slots,
@@ -250,6 +251,8 @@ class Qwen3Engine:
             "prefills_total": stats.prefills,
             "code2wav_calls_total": decoding.calls,
             "code2wav_chunks_total": decoding.chunks,
+            "loop_turns_total": stats.turns,
+            **stats.step_percentiles(),
         }
 
     def close(self) -> None:

@@ -27,8 +27,10 @@ from __future__ import annotations
 import heapq
 import logging
 import queue
+import statistics
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -242,6 +244,10 @@ class _Active:
         return self.frames * FRAME_S - (now - self.first_frame_at)
 
 
+RECENT_STEPS = 2048
+"""Steps whose duration and start gap ``LoopStats`` keeps for its percentiles."""
+
+
 @dataclass(slots=True)
 class LoopStats:
     steps: int = 0
@@ -250,6 +256,21 @@ class LoopStats:
     prefills: int = 0
     prefill_s: float = 0.0
     max_batch: int = 0
+    turns: int = 0
+    """Times the loop thread looked for work (each wake-up counts one): an idle loop adds none."""
+    recent_step_s: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS))
+    recent_gap_s: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS))
+    """Seconds between the starts of consecutive steps with no sleep between them: a step's own time plus what
+    the loop thread did (prefills, hand-overs) or waited for (the GIL) before the next."""
+
+    def step_percentiles(self) -> dict[str, float]:
+        """The median recent step and the 99th percentile of the recent gaps between step starts (seconds)."""
+        steps, gaps = list(self.recent_step_s), list(self.recent_gap_s)
+        return {
+            "step_p50_seconds": statistics.median(steps) if steps else 0.0,
+            "step_gap_p50_seconds": statistics.median(gaps) if gaps else 0.0,
+            "step_gap_p99_seconds": _percentile(gaps, 0.99),
+        }
 
     def snapshot(self) -> dict[str, float]:
         return {
@@ -315,6 +336,8 @@ class GenerationLoop:
         self._free = list(range(talker.cache.slots))
         heapq.heapify(self._free)
         self._closed = False
+        self._last_step_start: float | None = None
+        """When the last step started, unless the loop slept since (``LoopStats.recent_gap_s``)."""
         self._thread: threading.Thread | None = None
         self._idle = threading.Event()
         self._idle.set()
@@ -410,6 +433,7 @@ class GenerationLoop:
                     if self._closed:
                         break
                     self._woken = False
+                    self.stats.turns += 1
                     self._waiting.extend(self._incoming)
                     self._incoming.clear()
                 self._drop_cancelled()
@@ -421,6 +445,7 @@ class GenerationLoop:
                         if not self._woken and not self._incoming and not self._closed:
                             if not self._active and not self._waiting:
                                 self._idle.set()
+                            self._last_step_start = None
                             self._cond.wait()  # feed, finish, cancel, release, submit and close wake it
         for row in [*self._waiting, *self._incoming, *self._active]:
             self._end(row, RowEnd("cancelled"))
@@ -628,6 +653,9 @@ class GenerationLoop:
         if not rows:
             return False
         started = time.perf_counter()
+        if self._last_step_start is not None:
+            self.stats.recent_gap_s.append(started - self._last_step_start)
+        self._last_step_start = started
         try:
             self._advance(rows)
             self.failed_steps = 0
@@ -644,7 +672,9 @@ class GenerationLoop:
         stats = self.stats
         stats.steps += 1
         stats.rows_stepped += len(rows)
-        stats.step_s += time.perf_counter() - started
+        took = time.perf_counter() - started
+        stats.step_s += took
+        stats.recent_step_s.append(took)
         stats.max_batch = max(stats.max_batch, len(rows))
         return True
 
@@ -719,3 +749,10 @@ def _chunk_done(output: RowOutput, text_read: int) -> Any:
         output.chunk(audio, error, text_read)
 
     return done
+
+
+def _percentile(values: list[float], share: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
