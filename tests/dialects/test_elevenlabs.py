@@ -467,6 +467,110 @@ def test_a_client_that_leaves_mid_speech_leaves_nothing_running(server: LiveServ
     assert server.state.pipeline.active == 0
 
 
+# ----- request ids ------------------------------------------------------------------------------
+
+
+def wait_idle(server: LiveServer) -> int:
+    """The pipeline's active utterances once the server has let go of what it was doing (0 when none leaked)."""
+    deadline = time.monotonic() + 10
+    while server.state.pipeline.active and time.monotonic() < deadline:
+        time.sleep(0.05)
+    active: int = server.state.pipeline.active
+    return active
+
+
+def test_http_responses_name_their_request_in_request_id_as_elevenlabs_does(server: LiveServer) -> None:
+    raw = client_for(server).text_to_speech.with_raw_response
+    options = {"additional_headers": {"X-Request-ID": "el-http-1"}}
+    with raw.convert(voice_id="alloy", text=TEXT, output_format="pcm_24000", request_options=options) as response:
+        assert b"".join(response.data)
+        assert response.headers["request-id"] == response.headers["x-request-id"] == "el-http-1"
+    with raw.stream(voice_id="alloy", text=TEXT, output_format="pcm_24000") as streamed:
+        assert b"".join(streamed.data)
+        assert streamed.headers["request-id"] == streamed.headers["x-request-id"]
+    with raw.stream_with_timestamps(voice_id="alloy", text=TEXT, output_format="pcm_24000") as timed:
+        assert list(timed.data)
+        assert timed.headers["request-id"] == timed.headers["x-request-id"]
+    whole = raw.convert_with_timestamps(voice_id="alloy", text=TEXT, output_format="pcm_24000")
+    assert whole.headers["request-id"] == whole.headers["x-request-id"]
+    with pytest.raises(ApiError) as missing:
+        b"".join(client_for(server).text_to_speech.convert(voice_id="21m00Tcm4TlvDq8ikWAM", text=TEXT,
+                                                           request_options=options))  # fmt: skip
+    assert missing.value.headers is not None and missing.value.headers["request-id"] == "el-http-1"
+    assert wait_idle(server) == 0
+
+
+@pytest.mark.parametrize("route", ["stream-input", "multi-stream-input"])
+def test_each_websocket_utterance_sends_its_request_id_on_its_audio(server: LiveServer, route: str) -> None:
+    multi = route == "multi-stream-input"
+    with connect(ws_url(server, route), additional_headers={"X-Request-ID": "el-ws-7"}) as ws:
+        assert ws.response is not None and ws.response.headers["x-request-id"] == "el-ws-7"
+        send(ws, text=" ", context_id="a")
+        send(ws, text="First utterance.", context_id="a", flush=True)
+        send(ws, text="Second utterance.", context_id="a", flush=True)  # a flush ends an utterance
+        if multi:
+            send(ws, close_socket=True)
+        else:
+            send(ws, text="")
+        messages = messages_until_close(ws)
+    audio = [m for m in messages if m.get("audio")]
+    ids = [m["requestId"] for m in audio]
+    assert ids == sorted(ids) and set(ids) == {"el-ws-7-1", "el-ws-7-2"}
+    assert all(("contextId" in m) == multi for m in audio)
+    assert "requestId" not in messages[-1]  # isFinal is the context's, as ElevenLabs sends it
+    assert wait_idle(server) == 0
+
+
+def test_the_sdk_still_reads_audio_that_names_its_request(server: LiveServer) -> None:
+    audio = b"".join(client_for(server).text_to_speech.convert_realtime(
+        voice_id="alloy", text=iter(["Hello there. ", "How are you?"]), model_id="eleven_flash_v2_5",
+        output_format="pcm_24000"))  # fmt: skip
+    assert within(len(audio) / PCM_BYTES_PER_S, len(http_pcm(server, "Hello there. How are you?")) / PCM_BYTES_PER_S)
+
+
+# ----- admission slots -------------------------------------------------------------------------
+
+
+def test_admission_slots_are_given_back_on_every_websocket_path(server: LiveServer) -> None:
+    # A bad message while an utterance is speaking: the error, 1008, and the utterance cancelled.
+    with connect(ws_url(server)) as ws:
+        send(ws, text=" ")
+        send(ws, text=LONG, flush=True)
+        assert json.loads(ws.recv(timeout=60)).get("audio")
+        ws.send("not json")
+        assert messages_until_close(ws)[-1]["error"] == "invalid_input_message"
+    assert wait_idle(server) == 0
+    # Unflushed text of a closed context (cancelled before it spoke), then the socket closed.
+    with connect(ws_url(server, "multi-stream-input")) as ws:
+        send(ws, text=" ", context_id="x")
+        send(ws, text="Never flushed, never spoken", context_id="x")
+        send(ws, context_id="x", close_context=True)
+        send(ws, close_socket=True)
+        assert messages_until_close(ws) == [{"isFinal": True, "contextId": "x"}]
+    assert wait_idle(server) == 0
+    # Text over the context's limit: the utterance it was going into is released with the connection.
+    with connect(ws_url(server)) as ws:
+        send(ws, text=" ")
+        for _ in range(4):
+            send(ws, text="word " * 6000)
+        assert messages_until_close(ws)[-1]["error"] == "max_character_limit_exceeded"
+    assert wait_idle(server) == 0
+
+
+def test_admission_slots_are_given_back_on_every_http_path(server: LiveServer) -> None:
+    body = {"text": LONG, "seed": 1}
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        for route in ("stream", "stream/with-timestamps"):
+            with http.stream("POST", f"/v1/text-to-speech/alloy/{route}?output_format=pcm_24000", json=body) as r:
+                assert r.status_code == 200
+                next(r.iter_bytes())  # the client leaves mid-stream
+        assert wait_idle(server) == 0
+        for route in ("", "/with-timestamps", "/stream", "/stream/with-timestamps"):
+            assert http.post(f"/v1/text-to-speech/alloy{route}", json=body).status_code == 200
+            assert http.post(f"/v1/text-to-speech/alloy{route}?output_format=pcm_1", json=body).status_code == 422
+        assert wait_idle(server) == 0
+
+
 # ----- alignment from word timings (no server) -------------------------------------------------------
 
 

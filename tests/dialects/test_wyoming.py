@@ -7,6 +7,7 @@ Wyoming sends can be compared sample for sample with what ``POST /v1/audio/speec
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from speakwire.cli.main import build_parser
 from speakwire.cli.serve import build_settings
 from speakwire.engines.base import EngineInfo, SynthesisRequest
 from speakwire.engines.piper import PiperEngine
+from speakwire.server.request_ids import NO_REQUEST, RequestIdFilter
 from speakwire.server.state import ServerState
 from speakwire.server.wyoming import protocol as p
 from speakwire.server.wyoming.listener import WyomingListener
@@ -393,6 +395,29 @@ async def test_disconnect_mid_synthesis_cancels_it(wyoming: Live) -> None:
     while active(wyoming) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert active(wyoming) == 0
+
+
+async def test_a_connections_log_lines_name_its_request_id(wyoming: Live) -> None:
+    """TCP has no X-Request-ID: each connection gets an id of its own, bound while it is served."""
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = seen.append  # type: ignore[method-assign]
+    handler.addFilter(RequestIdFilter())
+    logger = logging.getLogger("speakwire.server.wyoming.listener")
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        for _ in range(2):
+            async with client(wyoming) as c:
+                await c.write_event(Event(type="transcribe"))  # not a TTS event: ignored, with a debug line
+                await c.write_event(Ping(text="after").event())
+                await read_until(c, "pong")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    ids = [getattr(r, "request_id", None) for r in seen if "ignored transcribe" in r.getMessage()]
+    assert len(ids) == 2 and NO_REQUEST not in ids and ids[0] != ids[1]
 
 
 def test_listener_stops_with_the_server(piper_engine: PiperEngine) -> None:
