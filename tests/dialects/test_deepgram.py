@@ -201,6 +201,50 @@ def test_a_client_that_leaves_mid_speech_leaves_nothing_running(server: LiveServ
     assert _settles(server)
 
 
+def test_metadata_is_the_connections_request_id_and_flushed_names_its_utterance(server: LiveServer) -> None:
+    options: Any = {**SEED, "additional_headers": {"X-Request-ID": "dg-ws-abc"}}
+    with client_for(server).speak.v1.connect(request_options=options) as socket:
+        metadata = until(socket, "Metadata")[-1]
+        assert socket._websocket.response.headers["dg-request-id"] == "dg-ws-abc"
+        socket.send_text(SpeakV1Text(text="Hello there."))
+        socket.send_flush()
+        first = until(socket, "Flushed")[-1]
+        socket.send_flush()  # nothing buffered: no utterance to name
+        empty = until(socket, "Flushed")[-1]
+        socket.send_text(SpeakV1Text(text="Again."))
+        socket.send_flush()
+        second = until(socket, "Flushed")[-1]
+    assert metadata.request_id == "dg-ws-abc"
+    ids = [getattr(flushed, "request_id", None) for flushed in (first, empty, second)]
+    assert ids == ["dg-ws-abc-1", None, "dg-ws-abc-2"]
+
+
+def active_streams(server: LiveServer) -> str:
+    metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
+    return next(line for line in metrics.splitlines() if line.startswith("speakwire_active_streams{") and
+                'protocol="deepgram"' in line)  # fmt: skip
+
+
+def test_admission_slots_are_given_back_on_clear_close_and_a_reader_leaving(server: LiveServer) -> None:
+    with client_for(server).speak.v1.connect() as socket:
+        until(socket, "Metadata")
+        socket.send_text(SpeakV1Text(text=LONG))
+        socket.send_flush()
+        socket.send_text(SpeakV1Text(text=LONG))  # a second utterance admitted behind it, never flushed
+        next(m for m in socket if isinstance(m, bytes))
+        socket.send_clear()
+        until(socket, "Cleared")
+        assert _settles(server) and active_streams(server).endswith(" 0.0")
+        socket.send_text(SpeakV1Text(text=LONG))  # open, unflushed, when the client closes
+        socket.send_close()
+        list(socket)
+    assert _settles(server) and active_streams(server).endswith(" 0.0")
+    with httpx.stream("POST", f"{server.url}/v1/speak?encoding=linear16", json={"text": LONG}, timeout=30) as response:
+        assert response.status_code == 200
+        next(response.iter_raw())
+    assert _settles(server) and active_streams(server).endswith(" 0.0")
+
+
 def _settles(server: LiveServer, timeout: float = 10) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

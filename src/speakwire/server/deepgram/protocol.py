@@ -35,6 +35,13 @@ the sample rates Deepgram documents per encoding (mp3 and aac 22050 Hz, opus 480
 
 Both take one extension, ``seed`` (an integer: repeatable, noise-free synthesis, as on ``/v1/audio/speech``);
 the SDK sends it with ``request_options={"additional_query_parameters": {"seed": 1}}``.
+
+**Request ids.** ``dg-request-id`` and ``Metadata.request_id`` are the connection's (or REST request's)
+``x-request-id``. Each WebSocket utterance has its own (``<connection id>-<n>``), sent as an extra
+``request_id`` on its ``Flushed`` and on a ``SYNTHESIS_FAILED`` warning (the SDK's models keep unknown fields).
+
+``SpeakConnection`` is the WebSocket's state without I/O (is an utterance open, how many flushes);
+``session.py`` does what it says.
 """
 
 from __future__ import annotations
@@ -48,20 +55,10 @@ from typing import Any, Literal
 
 from speakwire.encoders.wav import UNKNOWN_SIZE
 from speakwire.errors import SpeakwireError
+from speakwire.server.limits import CLOSE_TOO_BIG, MAX_TEXT_MESSAGE_BYTES
 
 MAX_SPEAK_CHARS = 2000
 """Deepgram's limit on the text of one ``Speak`` message (code points); longer ones are dropped with a warning."""
-MAX_MESSAGE_BYTES = 128 * 1024
-"""A client frame over this closes the session (1009): far above any valid 2,000-character ``Speak``."""
-MAX_FRAME_BYTES = 32 * 1024
-"""Binary audio frames are split to at most this size."""
-
-CLOSE_NORMAL = 1000
-CLOSE_GOING_AWAY = 1001
-"""The server is shutting down and its drain time is over (``server.drain``)."""
-CLOSE_TOO_BIG = 1009
-CLOSE_INTERNAL = 1011
-CLOSE_TRY_LATER = 1013
 
 WsEncoding = Literal["linear16", "mulaw", "alaw"]
 WS_ENCODINGS: tuple[str, ...] = WsEncoding.__args__  # type: ignore[attr-defined]
@@ -347,17 +344,24 @@ def metadata(request_id: str, model_name: str, model_version: str, model_uuid: s
             "model_uuid": model_uuid}  # fmt: skip
 
 
-def flushed(sequence_id: int) -> dict[str, Any]:
-    return {"type": "Flushed", "sequence_id": sequence_id}
+def flushed(sequence_id: int, request_id: str | None = None) -> dict[str, Any]:
+    """``request_id``: the utterance the flush ended (none for a flush of an empty buffer)."""
+    event: dict[str, Any] = {"type": "Flushed", "sequence_id": sequence_id}
+    if request_id is not None:
+        event["request_id"] = request_id
+    return event
 
 
 def cleared(sequence_id: int) -> dict[str, Any]:
     return {"type": "Cleared", "sequence_id": sequence_id}
 
 
-def warning(item: ProtocolWarning) -> dict[str, Any]:
-    return {"type": "Warning", "description": item.description, "code": item.code, "warn_msg": item.description,
-            "warn_code": item.code}  # fmt: skip
+def warning(item: ProtocolWarning, request_id: str | None = None) -> dict[str, Any]:
+    event = {"type": "Warning", "description": item.description, "code": item.code, "warn_msg": item.description,
+             "warn_code": item.code}  # fmt: skip
+    if request_id is not None:
+        event["request_id"] = request_id
+    return event
 
 
 class FlushSequence:
@@ -372,6 +376,77 @@ class FlushSequence:
 
     def watermark(self) -> int:
         return self.count
+
+
+@dataclass(frozen=True, slots=True)
+class SpeakText:
+    """Text for the current utterance; ``opens``: there is none yet, this text starts one."""
+
+    text: str
+    opens: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FlushTurn:
+    """End the current utterance (if any) and answer ``Flushed{sequence_id}`` after its audio."""
+
+    sequence_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClearAll:
+    """Drop every utterance now and answer ``Cleared{sequence_id}`` (the flushes so far)."""
+
+    sequence_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TooBig:
+    """A frame over ``MAX_TEXT_MESSAGE_BYTES``: close with ``code`` and ``reason``."""
+
+    code: int
+    reason: str
+
+
+Action = SpeakText | FlushTurn | ClearAll | Close | ProtocolWarning | TooBig
+
+
+class SpeakConnection:
+    """One ``/v1/speak`` WebSocket, without I/O: client frames in, ``Action``s out.
+
+    Text between two flushes is one utterance: the first ``Speak`` after a flush (or a clear) opens it,
+    ``Flush`` ends it (or flushes an empty buffer) and takes the next sequence id, ``Clear`` drops it.
+    """
+
+    def __init__(self) -> None:
+        self.sequence = FlushSequence()
+        self.open = False
+        """An utterance is taking text."""
+
+    def receive(self, message: str | bytes) -> Action:
+        limit = MAX_TEXT_MESSAGE_BYTES  # a frame over it closes the session: far above a 2,000-character Speak
+        if len(message) > limit // 4 and _size(message) > limit:
+            return TooBig(CLOSE_TOO_BIG, f"BIG-0000: message exceeds {limit} bytes")
+        command = parse_client_message(message)
+        if isinstance(command, Speak):
+            opens, self.open = not self.open, True
+            return SpeakText(command.text, opens)
+        if isinstance(command, ProtocolWarning):
+            return command
+        self.open = False
+        if isinstance(command, Flush):
+            return FlushTurn(self.sequence.next_flush())
+        if isinstance(command, Clear):
+            return ClearAll(self.sequence.watermark())
+        return command
+
+    def drop(self) -> None:
+        """The open utterance is gone (the session cleared it, or could not start it)."""
+        self.open = False
+
+
+def _size(message: str | bytes) -> int:
+    return len(message) if isinstance(message, bytes) else len(message.encode(errors="surrogatepass"))
 
 
 # ----- audio ------------------------------------------------------------------------------

@@ -11,23 +11,22 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Request, WebSocket
 from starlette.responses import JSONResponse, Response
 
-from speakwire.encoders.off_loop import open_encoder
-from speakwire.encoders.registry import CONTENT_TYPES, create_encoder
+from speakwire.encoders.registry import CONTENT_TYPES
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.output import AudioOut, OutputSpec
+from speakwire.server.admission import admit
+from speakwire.server.audio_response import audio_bytes, streamed_response
 from speakwire.server.deepgram import protocol as p
 from speakwire.server.deepgram.session import PROTOCOL, DeepgramSpeakSession
-from speakwire.server.flow import StallingResponse, write_stall
+from speakwire.server.flow import write_stall
 from speakwire.server.options import SpeechOptions, resolve_speech
 from speakwire.server.request_ids import scope_request_id
 from speakwire.server.speech.input_check import InputErrors, check_input
 from speakwire.server.state import ServerState
-from speakwire.server.turns import close_utterance, open_utterance
-from speakwire.synthesis import AudioReady, SegmentFinished, Utterance
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +46,6 @@ async def speak_stream(websocket: WebSocket) -> None:
     await DeepgramSpeakSession(websocket, websocket.app.state.speakwire).run()
 
 
-class StreamAborted(Exception):
-    """Raised inside the audio body so the connection drops: a truncated body must not pass for complete audio."""
-
-
 @router.post("/v1/speak", summary="Generate speech (Deepgram Aura-compatible): audio streamed as it is made.")
 async def speak(request: Request) -> Response:
     state: ServerState = request.app.state.speakwire
@@ -64,8 +59,11 @@ async def speak(request: Request) -> Response:
         options = SpeechOptions(model=model, voice=voice, response_format=params.response_format,
                                 speed=params.speed, sample_rate=params.sample_rate, seed=params.seed)  # fmt: skip
         resolved = await resolve_speech(state, engine, options)
+        spec = OutputSpec(resolved.response_format, resolved.output_rate, prefix=params.wav_prefix())
+        out = await AudioOut.open(spec)
         # Checked against max_input_chars above, which may exceed the utterance's default buffer.
-        utterance = open_utterance(state, resolved, protocol=PROTOCOL, max_buffer_chars=state.settings.max_input_chars)
+        admitted = admit(state, resolved, protocol=PROTOCOL, max_buffer_chars=state.settings.max_input_chars,
+                         request_id=request_id)  # fmt: skip
     except p.DeepgramError as exc:
         return _error(exc, request_id)
     except SpeakwireError as exc:
@@ -74,13 +72,12 @@ async def speak(request: Request) -> Response:
             response.headers["retry-after"] = str(max(1, round(exc.retry_after_s)))
         return response
     try:
-        utterance.feed(text)
-        utterance.finish()
-    except SpeakwireError as exc:
-        close_utterance(state, utterance, PROTOCOL)
-        return _error(p.from_speakwire(exc), request_id)
-    except BaseException:
-        close_utterance(state, utterance, PROTOCOL)
+        admitted.utterance.feed(text)
+        admitted.utterance.finish()
+    except BaseException as exc:
+        admitted.close()  # no response will close it: give the slot back now
+        if isinstance(exc, SpeakwireError):
+            return _error(p.from_speakwire(exc), request_id)
         raise
     speaker = resolved.request.voice or engine.info.model
     headers = {
@@ -92,8 +89,8 @@ async def speak(request: Request) -> Response:
     }
     fmt = resolved.response_format
     media_type = "audio/wav" if params.container == "wav" else CONTENT_TYPES[fmt]
-    body = _audio(state, utterance, fmt, resolved.output_rate, params.wav_prefix())
-    return StallingResponse(body, write_stall(state, PROTOCOL), media_type=media_type, headers=headers)
+    return streamed_response(admitted, audio_bytes(out, admitted), write_stall(state, PROTOCOL),
+                             media_type=media_type, headers=headers)  # fmt: skip
 
 
 def _error(error: p.DeepgramError, request_id: str) -> JSONResponse:
@@ -101,24 +98,3 @@ def _error(error: p.DeepgramError, request_id: str) -> JSONResponse:
         logger.error("deepgram speak: %s", error.message)
     return JSONResponse(p.error_body(error, request_id), status_code=error.status,
                         headers=p.error_headers(error, request_id))  # fmt: skip
-
-
-async def _audio(state: ServerState, utterance: Utterance, fmt: str, rate: int, prefix: bytes) -> AsyncIterator[bytes]:
-    """The encoded audio as it is made; the utterance is released however the response ends."""
-    try:
-        encoder = await open_encoder(fmt, lambda: create_encoder(fmt, rate, streaming=True))
-        pending = prefix + encoder.header()  # sent with the first audio, so the first byte is audio
-        async for event in utterance.events():
-            if isinstance(event, AudioReady):
-                data = pending + await encoder.encode(event.samples)
-                pending = b""
-                if data:
-                    yield data
-            elif isinstance(event, SegmentFinished) and event.error is not None:
-                logger.error("aborting deepgram audio stream: %s", event.error.message)
-                raise StreamAborted(event.error.message)
-        tail = pending + await encoder.finish()
-        if tail:
-            yield tail
-    finally:
-        close_utterance(state, utterance, PROTOCOL)

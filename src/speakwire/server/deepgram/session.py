@@ -1,51 +1,44 @@
-"""DeepgramSpeakSession: one Deepgram ``/v1/speak`` WebSocket over the synthesis pipeline.
+"""DeepgramSpeakSession: one Deepgram ``/v1/speak`` WebSocket; the I/O of ``protocol.SpeakConnection``.
 
 The handshake is checked before it is accepted, so a bad key or parameter is an HTTP refusal as
 Deepgram gives it. After that the receive loop never waits for synthesis: text joins the open
 utterance as it arrives, and ``Clear``/``Close`` act at once. Each utterance (the text between two
-flushes) has a *speaker* task that sends its audio and then its ``Flushed``; speakers are chained so
-audio never interleaves while the next utterance may already synthesize. All sends go through one lock
-(the session's ``WebSocketChannel``), and every task is cancelled and awaited when the session ends.
+flushes) is a turn on the session's ``SpeakerChain``: its speaker sends the audio, then its ``Flushed``,
+so audio never interleaves while the next utterance may already synthesize. ``dg-request-id`` and
+``Metadata.request_id`` are the connection's ``x-request-id``; each utterance's own id rides on its
+``Flushed``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import logging
 import time
 import uuid
-from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
 import speakwire
-from speakwire.encoders.off_loop import open_encoder
-from speakwire.encoders.registry import create_encoder
 from speakwire.errors import PayloadTooLargeError, ShuttingDownError, SpeakwireError, TooBusyError
+from speakwire.output import AudioOut, AudioPart, OutputSpec, SegmentEnd, UtteranceEnd
+from speakwire.server.admission import Admitted, admit
 from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.deepgram import protocol as p
-from speakwire.server.flow import write_stall
+from speakwire.server.limits import CLOSE_INTERNAL, CLOSE_NORMAL, CLOSE_TRY_LATER, MAX_FRAME_BYTES, MAX_SESSION_CHARS
 from speakwire.server.options import ResolvedSpeech, SpeechOptions, resolve_speech
+from speakwire.server.session import GOING_AWAY_MESSAGE, WebSocketSession
+from speakwire.server.speakers import SpeakerChain
 from speakwire.server.state import ServerState
-from speakwire.server.stream.protocol import MAX_SESSION_CHARS
-from speakwire.server.turns import close_utterance, open_utterance
-from speakwire.server.websocket_channel import ChannelClosed, WebSocketChannel
-from speakwire.synthesis import AudioReady, SegmentFinished, Utterance, UtteranceFinished
-
-logger = logging.getLogger(__name__)
 
 PROTOCOL = "deepgram"
 
 
 @dataclasses.dataclass(slots=True, eq=False)
 class _Turn:
-    """The text between two flushes: its utterance (None for a flush of an empty buffer) and its speaker."""
+    """The text between two flushes: its utterance (None for a flush of an empty buffer) and its Flush."""
 
-    utterance: Utterance | None
-    speaker: asyncio.Task[None] | None = None
+    admitted: Admitted | None
     sequence_id: int | None = None
     """Set by the Flush that ends the turn."""
     flushed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
@@ -60,52 +53,55 @@ class _Setup:
     subprotocol: str | None
 
 
-class DeepgramSpeakSession:
+class DeepgramSpeakSession(WebSocketSession):
+    protocol = PROTOCOL
+    internal_error_reason = "NET-0000: internal error"
+    going_away_reason = f"SHUTTING_DOWN: {GOING_AWAY_MESSAGE}"
+
     def __init__(self, websocket: WebSocket, state: ServerState) -> None:
-        self.ws = websocket
-        self.state = state
-        self.request_id = str(uuid.uuid4())
-        self._channel = WebSocketChannel(websocket, write_stall(state, PROTOCOL))
-        self._turns: list[_Turn] = []
+        super().__init__(websocket, state)
+        self.connection = p.SpeakConnection()
+        self._speakers = SpeakerChain()
         self._open: _Turn | None = None
-        self._sequence = p.FlushSequence()
         self._setup: _Setup | None = None
+        self._utterances = 0
 
-    # ----- lifetime ---------------------------------------------------------------------
+    # ----- lifetime hooks ---------------------------------------------------------------
 
-    async def run(self) -> None:
+    async def accept(self) -> bool:
         try:
-            setup = await self._handshake()
+            self._setup = setup = await self._handshake()
         except p.DeepgramError as exc:
             await self._refuse(exc)
-            return
-        self._setup = setup
+            return False
         await self.ws.accept(subprotocol=setup.subprotocol, headers=[(b"dg-request-id", self.request_id.encode())])
-        if self.state.draining:  # SIGTERM: refused as a stream at capacity is, with 1013 (server.drain)
-            await self._close(p.CLOSE_TRY_LATER, f"TOO_BUSY: {ShuttingDownError().message}")
-            return
-        try:
-            with self.state.open_session(self):
-                engine_version = speakwire.__version__
-                await self._send_json(p.metadata(self.request_id, setup.model_name, engine_version, setup.model_uuid))
-                idle = self.state.settings.ws_idle_timeout_s
-                while (message := await self._channel.receive_idle(idle, self._busy)) is not None:
-                    await self._dispatch(message)
-                await self._close(p.CLOSE_INTERNAL, f"NET-0001: no message within {idle:g} s")
-        except ChannelClosed:
-            pass
-        except Exception:
-            logger.exception("deepgram speak session failed")
-            await self._close(p.CLOSE_INTERNAL, "NET-0000: internal error")
-        finally:
-            await self._cancel_all()
+        return True
 
-    async def going_away(self) -> None:
-        """The drain is over (``server.drain``): a ``Warning`` saying so, then close 1001 with the reason."""
-        message = "Server is shutting down; reconnect to continue (another instance will answer)."
-        with contextlib.suppress(ChannelClosed):
-            await self._warn(p.ProtocolWarning("SHUTTING_DOWN", message))
-        await self._close(p.CLOSE_GOING_AWAY, f"SHUTTING_DOWN: {message}")
+    async def refuse_draining(self, error: ShuttingDownError) -> None:
+        await self.close(CLOSE_TRY_LATER, f"TOO_BUSY: {error.message}")
+
+    async def start(self) -> None:
+        setup = self._setup
+        assert setup is not None
+        event = p.metadata(self.request_id, setup.model_name, speakwire.__version__, setup.model_uuid)
+        await self.channel.send_json(event)
+
+    def busy(self) -> bool:
+        """A turn is open or still speaking: the session is not idle, however quiet the client."""
+        return self._open is not None or self._speakers.busy
+
+    async def on_idle(self) -> None:
+        idle = self.state.settings.ws_idle_timeout_s
+        await self.close(CLOSE_INTERNAL, f"NET-0001: no message within {idle:g} s")
+
+    async def say_going_away(self, message: str) -> None:
+        await self.channel.send_json(p.warning(p.ProtocolWarning("SHUTTING_DOWN", message)))
+
+    async def cancel_all(self) -> None:
+        """Stop every utterance of this session now, and wait until their speakers are gone."""
+        self._open = None
+        self.connection.drop()
+        await self._speakers.cancel_all()
 
     async def _handshake(self) -> _Setup:
         """Everything Deepgram checks before the upgrade; raises the ``DeepgramError`` to refuse with."""
@@ -136,135 +132,80 @@ class DeepgramSpeakSession:
         except RuntimeError:
             await self.ws.close(1008, error.message[:120])
 
-    def _busy(self) -> bool:
-        """A turn is open or still speaking: the session is not idle, however quiet the client."""
-        return self._open is not None or any(t.speaker is not None and not t.speaker.done() for t in self._turns)
-
-    # ----- sending ----------------------------------------------------------------------
-
-    async def _send_json(self, event: dict[str, Any]) -> None:
-        await self._channel.send_json(event)
-
-    async def _send_bytes(self, data: bytes) -> None:
-        await self._channel.send_bytes(data, p.MAX_FRAME_BYTES)
-
-    async def _warn(self, item: p.ProtocolWarning) -> None:
-        await self._send_json(p.warning(item))
-
-    async def _close(self, code: int, reason: str = "") -> None:
-        await self._channel.close(code, reason[:120])
-
     # ----- client messages --------------------------------------------------------------
 
-    async def _dispatch(self, message: str | bytes) -> None:
-        if len(message) > p.MAX_MESSAGE_BYTES // 4 and _size(message) > p.MAX_MESSAGE_BYTES:
-            await self._close(p.CLOSE_TOO_BIG, f"BIG-0000: message exceeds {p.MAX_MESSAGE_BYTES} bytes")
-            raise ChannelClosed
-        command = p.parse_client_message(message)
-        if isinstance(command, p.ProtocolWarning):
-            await self._warn(command)
-        elif isinstance(command, p.Speak):
-            await self._on_speak(command.text)
-        elif isinstance(command, p.Flush):
-            self._on_flush()
-        elif isinstance(command, p.Clear):
-            await self._cancel_all()
-            await self._send_json(p.cleared(self._sequence.watermark()))
-        elif isinstance(command, p.Close):
-            await self._cancel_all()
-            await self._close(p.CLOSE_NORMAL, "Close")
-            raise ChannelClosed
+    async def dispatch(self, message: str | bytes) -> None:
+        action = self.connection.receive(message)
+        if isinstance(action, p.TooBig):
+            await self.fatal(action.code, action.reason)
+        elif isinstance(action, p.ProtocolWarning):
+            await self.channel.send_json(p.warning(action))
+        elif isinstance(action, p.SpeakText):
+            await self._on_speak(action)
+        elif isinstance(action, p.FlushTurn):
+            turn = self._open or self._start_turn(None)
+            self._open = None
+            turn.sequence_id = action.sequence_id
+            turn.flushed.set()
+            if turn.admitted is not None:
+                turn.admitted.utterance.finish()
+        elif isinstance(action, p.ClearAll):
+            await self.cancel_all()
+            await self.channel.send_json(p.cleared(action.sequence_id))
+        else:  # Close
+            await self.cancel_all()
+            await self.fatal(CLOSE_NORMAL, "Close")
 
-    async def _on_speak(self, text: str) -> None:
-        turn = self._open
-        if turn is None:
+    async def _on_speak(self, action: p.SpeakText) -> None:
+        if action.opens:
             assert self._setup is not None
+            self._utterances += 1
             try:
-                utterance = open_utterance(self.state, self._setup.resolved, protocol=PROTOCOL,
-                                           max_buffer_chars=MAX_SESSION_CHARS)  # fmt: skip
+                admitted = admit(self.state, self._setup.resolved, protocol=PROTOCOL,
+                                 max_buffer_chars=MAX_SESSION_CHARS,
+                                 request_id=f"{self.request_id}-{self._utterances}")  # fmt: skip
             except TooBusyError as exc:
-                await self._close(p.CLOSE_TRY_LATER, f"TOO_BUSY: {exc.message}")
-                raise ChannelClosed from None
-            turn = self._start_turn(utterance)
-            self._open = turn
-        assert turn.utterance is not None
+                self.connection.drop()
+                await self.fatal(CLOSE_TRY_LATER, f"TOO_BUSY: {exc.message}")
+            self._open = self._start_turn(admitted)
+        turn = self._open
+        assert turn is not None and turn.admitted is not None
         try:
-            turn.utterance.feed(text)
+            turn.admitted.utterance.feed(action.text)
         except PayloadTooLargeError as exc:
-            await self._warn(p.ProtocolWarning("TEXT_LENGTH_EXCEEDED", f"{exc.message} The text was dropped."))
+            warning = p.ProtocolWarning("TEXT_LENGTH_EXCEEDED", f"{exc.message} The text was dropped.")
+            await self.channel.send_json(p.warning(warning))
 
-    def _on_flush(self) -> None:
-        turn = self._open or self._start_turn(None)
-        self._open = None
-        turn.sequence_id = self._sequence.next_flush()
-        turn.flushed.set()
-        if turn.utterance is not None:
-            turn.utterance.finish()
-
-    def _start_turn(self, utterance: Utterance | None) -> _Turn:
-        self._turns = [t for t in self._turns if t.speaker is not None and not t.speaker.done()]
-        previous = self._turns[-1].speaker if self._turns else None
-        turn = _Turn(utterance)
-        turn.speaker = asyncio.create_task(self._speak(turn, previous))
-        self._turns.append(turn)
+    def _start_turn(self, admitted: Admitted | None) -> _Turn:
+        turn = _Turn(admitted)
+        self._speakers.start(admitted, lambda _: self._speak(turn))
         return turn
-
-    async def _cancel_all(self) -> None:
-        """Stop every utterance of this session now, and wait until their speakers are gone."""
-        self._open = None
-        turns, self._turns = self._turns, []
-        for turn in turns:
-            if turn.utterance is not None:
-                turn.utterance.cancel()
-            if turn.speaker is not None:
-                turn.speaker.cancel()
-        for turn in turns:
-            if turn.speaker is not None:
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await turn.speaker
-            if turn.utterance is not None:
-                close_utterance(self.state, turn.utterance, PROTOCOL)
 
     # ----- speaking ---------------------------------------------------------------------
 
-    async def _speak(self, turn: _Turn, previous: asyncio.Task[None] | None) -> None:
-        utterance = turn.utterance
-        try:
-            if previous is not None:
-                # However the previous turn ends; only this task's own cancellation propagates, so a
-                # cleared flush waiting here is never answered.
-                await asyncio.wait([previous])
-            if utterance is not None and not await self._send_audio(utterance):
-                return
-            await turn.flushed.wait()
-            assert turn.sequence_id is not None
-            await self._send_json(p.flushed(turn.sequence_id))
-            self._channel.last_activity = time.monotonic()
-        except ChannelClosed:
-            if utterance is not None:
-                utterance.cancel()
-        finally:
-            if utterance is not None:
-                close_utterance(self.state, utterance, PROTOCOL)
+    async def _speak(self, turn: _Turn) -> None:
+        """The turn's audio as it is made, then (once its Flush came) its ``Flushed``; a cleared turn is never
+        answered."""
+        admitted = turn.admitted
+        if admitted is not None and not await self._send_audio(admitted):
+            return
+        await turn.flushed.wait()
+        assert turn.sequence_id is not None
+        request_id = admitted.request_id if admitted is not None else None
+        await self.channel.send_json(p.flushed(turn.sequence_id, request_id))
+        self.channel.last_activity = time.monotonic()
 
-    async def _send_audio(self, utterance: Utterance) -> bool:
+    async def _send_audio(self, admitted: Admitted) -> bool:
         """Send the utterance's audio as it is made; False if it was cancelled."""
         assert self._setup is not None
         resolved = self._setup.resolved
-        fmt, rate = resolved.response_format, resolved.output_rate
-        encoder = await open_encoder(fmt, lambda: create_encoder(fmt, rate, streaming=True))
-        async for event in utterance.events():
-            if isinstance(event, AudioReady):
-                data = await encoder.encode(event.samples)
-                if data:
-                    await self._send_bytes(data)
-            elif isinstance(event, SegmentFinished) and event.error is not None:
-                message = f"Sentence {event.index} failed: {event.error.message}"
-                await self._warn(p.ProtocolWarning("SYNTHESIS_FAILED", message))
-            elif isinstance(event, UtteranceFinished):
-                return not event.cancelled
+        out = await AudioOut.open(OutputSpec(resolved.response_format, resolved.output_rate))
+        async for part in out.parts(admitted.utterance):
+            if isinstance(part, AudioPart | UtteranceEnd) and part.data:
+                await self.channel.send_bytes(part.data, MAX_FRAME_BYTES)
+            if isinstance(part, SegmentEnd) and part.error is not None:
+                warning = p.ProtocolWarning("SYNTHESIS_FAILED", f"Sentence {part.index} failed: {part.error.message}")
+                await self.channel.send_json(p.warning(warning, admitted.request_id))
+            elif isinstance(part, UtteranceEnd):
+                return not part.cancelled
         return False
-
-
-def _size(message: str | bytes) -> int:
-    return len(message) if isinstance(message, bytes) else len(message.encode(errors="surrogatepass"))
