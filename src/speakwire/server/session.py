@@ -34,8 +34,8 @@ GOING_AWAY_MESSAGE = "Server is shutting down; reconnect to continue (another in
 class WebSocketSession:
     """One WebSocket connection of a dialect; ``run`` is its whole life."""
 
-    protocol: ClassVar[str] = "websocket"
-    """The dialect's name in metrics and logs."""
+    protocol: str = "websocket"
+    """The dialect's name in metrics and logs (a class default; one route may name another, SageMaker's)."""
     internal_error_reason: ClassVar[str] = "internal error"
     going_away_reason: ClassVar[str] = "server shutting down"
 

@@ -16,31 +16,34 @@ could not time (Qwen3 today).
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from speakwire.errors import BadRequestError
+from speakwire.server.auth import key_matches
+from speakwire.server.limits import (
+    CLOSE_GOING_AWAY,
+    CLOSE_INTERNAL,
+    CLOSE_NORMAL,
+    CLOSE_POLICY,
+    CLOSE_TOO_BIG,
+    CLOSE_TRY_LATER,
+    MAX_CONFIG_BYTES,
+    MAX_FRAME_BYTES,
+    MAX_SESSION_CHARS,
+    MAX_TEXT_MESSAGE_BYTES,
+)
 from speakwire.server.options import SpeechOptions, voice_name
 from speakwire.text.alignment import WordTiming
 from speakwire.text.segmenter import Granularity
 
-MAX_CONFIG_BYTES = 4 * 1024 * 1024
-MAX_TEXT_MESSAGE_BYTES = 128 * 1024
-MAX_SESSION_CHARS = 100_000
-MAX_FRAME_BYTES = 32 * 1024
-"""Binary audio frames are split to at most this size so players get a steady flow."""
-
-# Close codes (RFC 6455 §7.4.1 and the IANA registry).
-CLOSE_NORMAL = 1000
-CLOSE_GOING_AWAY = 1001
-"""The server is shutting down (SIGTERM) and its drain time is over: reconnect, to another instance."""
-CLOSE_POLICY = 1008
-"""Auth failure, no session.config in time, invalid session.config."""
-CLOSE_TOO_BIG = 1009
-CLOSE_TRY_LATER = 1013
-"""Admission control: the server is at capacity, or draining before it exits."""
-CLOSE_INTERNAL = 1011
+# Limits and close codes are every dialect's (``server.limits``); named here as this protocol uses them.
+__all__ = [
+    "CLOSE_GOING_AWAY", "CLOSE_INTERNAL", "CLOSE_NORMAL", "CLOSE_POLICY", "CLOSE_TOO_BIG", "CLOSE_TRY_LATER",
+    "MAX_CONFIG_BYTES", "MAX_FRAME_BYTES", "MAX_SESSION_CHARS", "MAX_TEXT_MESSAGE_BYTES",
+]  # fmt: skip
 
 ClientEventType = Literal["session.config", "input.text", "input.done", "input.cancel", "response.cancel",
                           "session.close"]  # fmt: skip
@@ -234,3 +237,139 @@ def audio_done(utterance: int, sentence: int, total_bytes: int, error: bool) -> 
     if error:
         event.update(partial_audio=total_bytes > 0, action="discard")
     return event
+
+
+# ----- the connection's state, no I/O ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Send ``event`` (an ``error`` or ``warning``); the session goes on."""
+
+    event: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Fatal:
+    """Send ``event`` (an ``error``), then close with ``code``: the session is over."""
+
+    event: dict[str, Any]
+    code: int
+
+
+@dataclass(frozen=True, slots=True)
+class Configure:
+    """A valid ``session.config``: resolve its voice and options, then call ``StreamProtocol.configured``."""
+
+    config: StreamConfig
+
+
+@dataclass(frozen=True, slots=True)
+class SpeakText:
+    """Text for the open utterance (the first opens one)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class FinishInput:
+    """``input.done``: the open utterance has all its text (none open: an empty utterance)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelAll:
+    """``input.cancel``: stop every utterance now and say how far each got (``input_cancelled``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CloseSession:
+    """``session.close``: finish what was said, then close 1000."""
+
+
+Action = Reply | Fatal | Configure | SpeakText | FinishInput | CancelAll | CloseSession
+
+
+def fatal(message: str, close: int, **extra: Any) -> Fatal:
+    """An ``error`` event with ``message`` (``extra`` fields: its ``code``, ...), then the close code ``close``."""
+    return Fatal(error_event(message, **extra), close)
+
+
+class StreamProtocol:
+    """One connection of the speech stream as a state machine: a client message in, the ``Action`` to take out.
+
+    It knows whether the client is authorized and configured and whether an utterance is open; the session
+    (``session.StreamSession``) does the I/O and the synthesis and tells it what happened (``configured``,
+    ``utterance_closed``).
+    """
+
+    def __init__(self, api_key: str | None, offered_key: str | None) -> None:
+        self._api_key = api_key or ""
+        self.authorized = not api_key or key_matches(self._api_key, offered_key)
+        self.config: StreamConfig | None = None
+        self.utterance_open = False
+
+    def receive(self, message: str | bytes) -> Action:
+        if isinstance(message, bytes):
+            return Reply(error_event("Binary frames are not accepted; send JSON text events.",
+                                     code="binary_not_supported"))  # fmt: skip
+        if len(message) > MAX_CONFIG_BYTES and len(message.encode(errors="surrogatepass")) > MAX_CONFIG_BYTES:
+            return fatal(f"Message exceeds {MAX_CONFIG_BYTES} bytes.", CLOSE_TOO_BIG, code="too_large")
+        try:
+            event = json.loads(message)
+        except json.JSONDecodeError as exc:
+            return Reply(error_event(f"Invalid JSON: {exc.msg} at position {exc.pos}.", code="invalid_json"))
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind not in CLIENT_EVENT_TYPES:
+            expected = ", ".join(CLIENT_EVENT_TYPES)
+            return Reply(error_event(f"Unknown event type {kind!r}; expected one of {expected}.", code="unknown_type"))
+        if kind == "session.config":
+            return self._config(event)
+        if self.config is None:
+            return Reply(error_event(f"Send session.config before {kind}.", code="no_config"))
+        if kind == "input.text":
+            return self._text(event)
+        if kind == "input.done":
+            self.utterance_open = False
+            return FinishInput()
+        if kind in ("input.cancel", "response.cancel"):
+            self.utterance_open = False
+            return CancelAll()
+        self.utterance_open = False
+        return CloseSession()
+
+    def configured(self, config: StreamConfig) -> Reply | None:
+        """The session resolved ``config``: it holds from now on (a warning names the fields it ignored)."""
+        self.config = config
+        if config.ignored_fields:
+            return Reply({"type": "warning", "message": f"Ignored fields: {', '.join(config.ignored_fields)}."})
+        return None
+
+    def utterance_closed(self) -> None:
+        """The open utterance ended without ``input.done`` (it could not start, or was cancelled)."""
+        self.utterance_open = False
+
+    def _config(self, event: dict[str, Any]) -> Action:
+        if self.utterance_open:
+            return Reply(error_event("An utterance is open: send input.done first, then session.config.",
+                                     code="utterance_open"))  # fmt: skip
+        if not self.authorized:
+            offered = event.get("api_key")
+            if not key_matches(self._api_key, offered if isinstance(offered, str) else None):
+                return fatal("Missing or invalid API key (header, ?api_key= or session.config api_key).",
+                             CLOSE_POLICY, code="unauthorized")  # fmt: skip
+            self.authorized = True
+        try:
+            return Configure(parse_config(event))
+        except BadRequestError as exc:
+            return fatal(f"Invalid session.config: {exc.message}", CLOSE_POLICY, code="invalid_config",
+                         param=exc.param)  # fmt: skip
+
+    def _text(self, event: dict[str, Any]) -> Action:
+        text = event.get("text")
+        if not isinstance(text, str):
+            return Reply(error_event("input.text needs a string 'text' field.", code="invalid_text"))
+        encoded = len(text.encode(errors="surrogatepass")) if len(text) * 4 > MAX_TEXT_MESSAGE_BYTES else 0
+        if encoded > MAX_TEXT_MESSAGE_BYTES:
+            return fatal(f"input.text exceeds {MAX_TEXT_MESSAGE_BYTES} bytes.", CLOSE_TOO_BIG, code="too_large")
+        self.utterance_open = True
+        return SpeakText(text)
