@@ -25,8 +25,8 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from speakwire.server.flow import ReaderStalled, WriteStall
+from speakwire.server.limits import CLOSE_POLICY
 
-CLOSE_POLICY = 1008
 STALLED_REASON = "client read no audio for the write-stall timeout"
 STALLED_CLOSE_GRACE_S = 10.0
 """How long the 1008 close waits for room behind the unread audio (a client that reads again gets it)."""
