@@ -38,7 +38,9 @@ async def speak(pipeline: SynthesisPipeline, text: str) -> tuple[list[np.ndarray
 async def test_segments_join_without_dropped_or_doubled_samples(piper_engine: PiperEngine) -> None:
     scheduler = Scheduler(2)
     try:
-        pipeline = SynthesisPipeline(piper_engine, scheduler)
+        pipeline = SynthesisPipeline(
+            piper_engine, scheduler, trim_leading_silence=False
+        )  # each sentence alone starts untrimmed
         joined, texts = await speak(pipeline, "".join(SENTENCES))
         assert texts == SENTENCES
         for index, segment in enumerate(texts):

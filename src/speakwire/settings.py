@@ -82,6 +82,8 @@ class Settings:
     max_lead_s: float = 10.0
     """Flow control: seconds of audio an utterance makes ahead of what its transport has taken (socket or HTTP
     body), not of a playback clock; at the lead its work waits for the reader. 0 = unbounded."""
+    trim_leading_silence: bool = True
+    """Cut the silence an utterance starts with (keeping 15 ms of onset), so the first byte is heard at once."""
     write_stall_timeout_s: float = 30.0
     """A stream whose transport takes nothing for this long is ended and its connection closed (WebSocket 1008,
     an HTTP body cut short), counted in ``speakwire_stalled_closes_total``. 0 = never."""
@@ -116,6 +118,7 @@ class Settings:
             "WYOMING_PORT": ("wyoming_port", int), "SEED": ("default_seed", parse_seed),
             "DRAIN_TIMEOUT": ("drain_timeout_s", float), "MAX_LEAD_S": ("max_lead_s", float),
             "WRITE_STALL_TIMEOUT": ("write_stall_timeout_s", float),
+            "TRIM_LEADING_SILENCE": ("trim_leading_silence", _flag),
         }  # fmt: skip
         for env_name, (attr, kind) in env_map.items():
             raw = environ.get(f"SPEAKWIRE_{env_name}")

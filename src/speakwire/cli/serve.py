@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--workers", type=int, help="Engine worker threads (default: one per core; Qwen3: one per slot).")
     p.add_argument("--max-streams", type=int, help="Concurrent streams before 429/1013 (default: measured at warm-up).")
     p.add_argument("--max-input-chars", type=int, help="HTTP input limit (default 10000).")
+    p.add_argument("--trim-leading-silence", action=argparse.BooleanOptionalAction,
+                   help="Cut the silence each utterance starts with, keeping 15 ms of onset (default: on; "
+                   "--no-trim-leading-silence sends the engine's audio as it is).")  # fmt: skip
     p.add_argument("--max-lead-s", type=float, metavar="S",
                    help="Seconds of audio a stream is synthesized ahead of what its client has read (default 10; "
                    "0 = unbounded).")  # fmt: skip
@@ -140,6 +143,7 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
         voice_aliases=_aliases(args.voice_alias, "--voice-alias") or None,
         preset_voice_aliases=False if args.no_preset_voice_aliases else None, wyoming_port=args.wyoming_port,
         default_seed=args.seed, max_lead_s=args.max_lead_s, write_stall_timeout_s=args.write_stall_timeout,
+        trim_leading_silence=args.trim_leading_silence,
     )  # fmt: skip
 
 

@@ -99,6 +99,7 @@ class ServerState:
             self.pipeline = SynthesisPipeline(
                 engine, scheduler, max_streams=self.settings.max_streams or cap.DEFAULT_STREAMS,
                 max_queue=self.settings.max_queue, max_lead_s=self.settings.max_lead_s,
+                trim_leading_silence=self.settings.trim_leading_silence,
             )  # fmt: skip
             warm_up_s = 0.0
             measured: tuple[float, float] | None = None

@@ -37,6 +37,7 @@ class SynthesisPipeline:
         max_streams: int = 64,
         max_queue: int = 64,
         max_lead_s: float | None = DEFAULT_MAX_LEAD_S,
+        trim_leading_silence: bool = True,
     ) -> None:
         self.engine = engine
         self.scheduler = scheduler
@@ -44,6 +45,8 @@ class SynthesisPipeline:
         self.max_queue = max_queue
         self.max_lead_s = max_lead_s
         """Flow control: audio an utterance may make ahead of what its reader has taken (None or 0: unbounded)."""
+        self.trim_leading_silence = trim_leading_silence
+        """Cut the silence each utterance starts with, keeping a few ms of onset (``audio.leading_silence``)."""
         self.driver: DriverFactory = StreamDriver if engine.info.streams_text else SegmentDriver
         """How this engine is driven, for every utterance (the one place that asks the engine's kind)."""
         self.active = 0

@@ -16,11 +16,13 @@ the transport (``server.flow``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
+from speakwire.audio.leading_silence import LeadingSilenceTrimmer
 from speakwire.engines.base import SynthesisRequest
 from speakwire.errors import PayloadTooLargeError
 from speakwire.synthesis.driver import DriverFactory, PipelineState
@@ -42,6 +44,7 @@ class UtterancePipeline(PipelineState, Protocol):
     """What an utterance needs of its pipeline (``SynthesisPipeline``), named so that neither imports the other."""
 
     max_lead_s: float | None
+    trim_leading_silence: bool
     driver: DriverFactory
     """The driver for the pipeline's engine, chosen once when the pipeline is built."""
 
@@ -91,6 +94,9 @@ class Utterance:
         """The longest ``AudioReady`` so far (how far past the lead one engine chunk can carry it)."""
         self._parked: Callable[[], None] | None = None
         """What continues this utterance's work once the reader has taken enough (run on the loop)."""
+        self._trimmer = LeadingSilenceTrimmer(output_rate, enabled=pipeline.trim_leading_silence)
+        """Cuts the silence the utterance starts with (``audio.leading_silence``); later word times move back
+        by what it cut, so they still count from the first sample the listener gets."""
         self._drained = threading.Event()
         """Set unless a worker waits for the reader (work that cannot change threads)."""
         self._drained.set()
@@ -206,6 +212,10 @@ class Utterance:
             return
         progress = self._progress
         if isinstance(event, AudioReady):
+            trimmed = self._trim(event)
+            if trimmed is None:
+                return
+            event = trimmed
             now = time.monotonic()
             duration = len(event.samples) / self.output_rate
             if progress.first_audio_at is None:
@@ -229,6 +239,26 @@ class Utterance:
         if isinstance(event, SegmentFinished):
             self.usage.segments += 1
             self._driver.segment_finished()
+
+    def _trim(self, event: AudioReady) -> AudioReady | None:
+        """``event`` without the utterance's leading silence (None: nothing of it is left to send)."""
+        trimmer = self._trimmer
+        if trimmer.done and not trimmer.trimmed:
+            return event
+        before = trimmer.trimmed
+        samples = trimmer.trim(event.samples)
+        if trimmer.trimmed != before:
+            self._taken += trimmer.trimmed - before  # never sent, so never read: the lead lets go of them
+            if self._parked is not None and self._made - self._taken <= self._lead // 2:
+                self._resume()
+        shift = trimmer.trimmed / self.output_rate
+        words = tuple(
+            dataclasses.replace(w, start_s=max(0.0, w.start_s - shift), end_s=max(0.0, w.end_s - shift))
+            for w in event.words
+        )
+        if not len(samples) and not words:
+            return None
+        return AudioReady(event.index, samples, words)
 
     def _end(self, *, cancelled: bool) -> None:
         self._done = True

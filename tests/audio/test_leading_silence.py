@@ -1,0 +1,73 @@
+"""Leading silence is cut before the first audible sample, keeping the onset; nothing else changes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from speakwire.audio.leading_silence import MAX_TRIM_S, ONSET_S, THRESHOLD, LeadingSilenceTrimmer
+
+RATE = 24_000
+ONSET = round(ONSET_S * RATE)
+
+
+def loud(n: int) -> np.ndarray:
+    return np.full(n, 0.5, dtype=np.float32)
+
+
+def quiet(n: int) -> np.ndarray:
+    return np.full(n, THRESHOLD / 2, dtype=np.float32)
+
+
+def feed(trimmer: LeadingSilenceTrimmer, chunks: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate([trimmer.trim(chunk) for chunk in chunks])
+
+
+def test_silence_before_the_first_audible_sample_is_cut_keeping_the_onset() -> None:
+    trimmer = LeadingSilenceTrimmer(RATE)
+    audio = np.concatenate([quiet(4800), loud(2400)])
+    out = feed(trimmer, [audio])
+    assert trimmer.trimmed == 4800 - ONSET
+    assert np.array_equal(out, audio[4800 - ONSET :])
+
+
+def test_a_silence_spread_over_chunks_is_cut_and_the_onset_comes_from_the_held_chunk() -> None:
+    audio = np.concatenate([quiet(3000), quiet(3000), quiet(50), loud(1000), quiet(500), loud(100)])
+    chunks = [audio[:3000], audio[3000:6000], audio[6000:6100], audio[6100:]]
+    trimmer = LeadingSilenceTrimmer(RATE)
+    out = feed(trimmer, chunks)
+    first_loud = 6050
+    assert trimmer.trimmed == first_loud - ONSET
+    assert np.array_equal(out, audio[first_loud - ONSET :])  # the rest, silences inside included, is untouched
+
+
+def test_audio_that_starts_loud_passes_whole() -> None:
+    trimmer = LeadingSilenceTrimmer(RATE)
+    audio = np.concatenate([loud(100), quiet(5000), loud(100)])
+    assert np.array_equal(feed(trimmer, [audio, audio]), np.concatenate([audio, audio]))
+    assert trimmer.trimmed == 0
+
+
+def test_trimming_stops_after_its_budget_whatever_comes() -> None:
+    budget = round(MAX_TRIM_S * RATE)
+    audio = np.concatenate([quiet(budget + 2400), loud(10)])
+    trimmer = LeadingSilenceTrimmer(RATE)
+    out = feed(trimmer, [audio[i : i + 1000] for i in range(0, len(audio), 1000)])
+    assert trimmer.trimmed == budget
+    assert np.array_equal(out, audio[budget:])
+
+
+def test_a_disabled_trimmer_passes_everything() -> None:
+    trimmer = LeadingSilenceTrimmer(RATE, enabled=False)
+    audio = np.concatenate([quiet(4800), loud(10)])
+    assert np.array_equal(feed(trimmer, [audio]), audio)
+    assert trimmer.trimmed == 0
+
+
+@pytest.mark.parametrize("negative", [False, True])
+def test_the_threshold_is_minus_40_dbfs_in_either_polarity(negative: bool) -> None:
+    sign = -1.0 if negative else 1.0
+    audio = np.concatenate([np.full(2000, sign * THRESHOLD * 0.99), np.full(10, sign * THRESHOLD * 1.01)])
+    trimmer = LeadingSilenceTrimmer(RATE)
+    out = feed(trimmer, [audio.astype(np.float32)])
+    assert trimmer.trimmed == 2000 - ONSET and len(out) == ONSET + 10
