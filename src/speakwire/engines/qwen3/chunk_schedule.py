@@ -10,7 +10,7 @@ So the generation loop ends chunks here, after each step: when a row's chunk is 
 of the step that has at least ``JOIN_SHARE`` of its own next chunk ends its chunk too (a little early).
 Their requests reach code2wav together and share a call (``decode_batcher.buckets`` pads what differs),
 and from then on those rows are in step. A row alone follows its schedule exactly, and so do the rows
-of one utterance among themselves (``ChunkSchedule.stream``: the row that takes over a long text
+of one utterance among themselves (``CodecChunkSchedule.stream``: the row that takes over a long text
 starts while the previous one speaks its last words), so one utterance's audio does not depend on
 when its text arrived. Joining changes where a chunk ends, so the audio only to float rounding, as
 batching itself does (a window decoded in a batch of 2 is not bit-identical to one decoded alone).
@@ -26,8 +26,9 @@ JOIN_SHARE = 0.5
 """A row ends its chunk with a due one once it has this share of its own next chunk's frames."""
 
 
-class ChunkSchedule:
-    """One row's chunk sizes (the last repeats) and the frames it made since its last chunk ended."""
+class CodecChunkSchedule:
+    """One row's code2wav chunk sizes in codec frames (the last repeats) and the frames it made since its
+    last chunk ended. (Not the segmenter's ``text.segmenter.ChunkSchedule``, which sizes text segments.)"""
 
     def __init__(self, sizes: Sequence[int], stream: object = None) -> None:
         if not sizes or any(int(size) < 1 for size in sizes):
@@ -58,7 +59,7 @@ class ChunkSchedule:
         self._chunk += 1
 
 
-def end_chunks(schedules: Sequence[ChunkSchedule | None], last: Sequence[bool] | None = None) -> list[bool]:
+def end_chunks(schedules: Sequence[CodecChunkSchedule | None], last: Sequence[bool] | None = None) -> list[bool]:
     """After a step that made one frame for each row: whether that frame ends the row's chunk.
 
     None: a row nobody decodes in chunks (its frames are read raw); it never ends one. ``last``: rows whose
@@ -84,7 +85,7 @@ def end_chunks(schedules: Sequence[ChunkSchedule | None], last: Sequence[bool] |
     return ends
 
 
-def _due_elsewhere(schedule: ChunkSchedule, due: int, due_of_stream: Counter[int]) -> bool:
+def _due_elsewhere(schedule: CodecChunkSchedule, due: int, due_of_stream: Counter[int]) -> bool:
     """Whether a due row (of ``due``; ``due_of_stream``: how many per stream) is of another stream than
     ``schedule``, which is not due itself (a stream of None is one of its own)."""
     own = due_of_stream[id(schedule.stream)] if schedule.stream is not None else 0

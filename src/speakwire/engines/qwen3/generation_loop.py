@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from speakwire.audio.chunk import Float32Array
 from speakwire.engines.qwen3.batched_talker import BatchedTalker
-from speakwire.engines.qwen3.chunk_schedule import ChunkSchedule, end_chunks
+from speakwire.engines.qwen3.chunk_schedule import CodecChunkSchedule, end_chunks
 from speakwire.engines.qwen3.decode_batcher import DecodeBatcher, DecodeJob
 from speakwire.engines.qwen3.frame_budget import MAX_FRAMES, budget_for, frame_budget, wide_chars
 from speakwire.engines.qwen3.sampling import RowSampling, sample_rows
@@ -123,7 +123,7 @@ class Row:
         self.chunks = tuple(chunks) if chunks else None
         """Frames per code2wav chunk (the last repeats) when the row's frames are decoded in chunks."""
         self.stream = stream
-        """The utterance the row speaks part of (``ChunkSchedule.stream``)."""
+        """The utterance the row speaks part of (``CodecChunkSchedule.stream``)."""
         self.sampling = sampling
         self.seed = seed
         self.max_new_tokens = max_new_tokens
@@ -231,7 +231,7 @@ class _Active:
     first_frame_at: float | None = None
     prompt: Any = None
     """Prompt embeddings still to run (chunked prefill); None once running."""
-    chunks: ChunkSchedule | None = None
+    chunks: CodecChunkSchedule | None = None
     """Where the row's code2wav chunks end (``Frame.chunk_end``); None for a row read frame by frame."""
     pending: list[Any] = field(default_factory=list)
     """Codes of the frames since its last chunk end (a row with an output)."""
@@ -385,7 +385,7 @@ class GenerationLoop:
         hands the audio there; without one, its frames go to ``Row.events``. ``cancel_event``: the request's
         cancel, which ends the row at the next step as ``Row.cancel`` does."""
         if chunks is not None:
-            ChunkSchedule(chunks)  # a bad schedule fails here, in the caller, not in the loop
+            CodecChunkSchedule(chunks)  # a bad schedule fails here, in the caller, not in the loop
         if output is not None and (chunks is None or decoder is None or self.decoding is None):
             raise ValueError("a row with an output needs chunks, a decoder and a loop with code2wav")
         row = Row(self, voice, sampling, seed, max_new_tokens, chunks, stream, output, decoder, cancel_event)
@@ -495,7 +495,7 @@ class GenerationLoop:
                 continue
             generator = self._torch.Generator(device=self._device).manual_seed(int(row.seed))
             active = _Active(row, slot, voice, generator, prefix_tokens=len(voice.track_prefix_ids))
-            active.chunks = ChunkSchedule(row.chunks, row.stream) if row.chunks else None
+            active.chunks = CodecChunkSchedule(row.chunks, row.stream) if row.chunks else None
             self._active[row] = active  # from here on, _end frees the slot
             try:
                 self._start_prompt(active, ids, done)  # False: an ICL row waits for text, keeping its slot
