@@ -6,8 +6,9 @@ Three ways to serve N concurrent utterances of the same checkpoint, each exactly
 * **loop (codes)**: N rows of our generation loop, frames only — the talker's throughput;
 * **loop (audio)**: N ``Qwen3Engine.synthesize`` streams on N threads — rows plus each stream's
   incremental code2wav decode, the way the server runs them; time to first audio per stream;
-* **package**: N threads calling the package's ``generate_*`` (``synthesize_full``) — the previous
-  engine's model path, one utterance at a time under its lock; its first audio is its whole result.
+* **package**: N threads calling the package's ``generate_*`` (``synthesize_full`` of the tests' oracle,
+  ``tests/qwen3/oracle/package.py``, through ``bench.checkout``) — the previous engine's model path, one
+  utterance at a time under its lock; its first audio is its whole result.
 
 Reported per level: aggregate frames/s and audio-seconds per second (real-time multiple), first-audio
 p50/p95, the loop's mean batch and host time per step, and the ratios loop/package. Results go to
@@ -121,6 +122,9 @@ def _codes(engine: Any, streams: int, frames: int) -> dict[str, float]:
 
 def _audio(engine: Any, streams: int, frames: int, *, full: bool) -> dict[str, float]:
     """N concurrent utterances to audio: our streams (full=False) or the package's generate (full=True)."""
+    tests_on_path()
+    from oracle.package import synthesize_full
+
     first: list[float] = [0.0] * streams
     audio_s: list[float] = [0.0] * streams
     requests = [_request(engine, seed, frames) for seed in range(streams)]
@@ -129,7 +133,7 @@ def _audio(engine: Any, streams: int, frames: int, *, full: bool) -> dict[str, f
         request = requests[seed]
         started = time.perf_counter()
         if full:
-            samples = len(engine.synthesize_full(TEXT, request).samples)
+            samples = len(synthesize_full(engine, TEXT, request).samples)
             ttfa = time.perf_counter() - started
         else:
             samples, ttfa = 0, None

@@ -7,8 +7,10 @@ the loop's own thread:
 
 * **ops_eager / ops_static**: aten ops dispatched (a ``TorchDispatchMode``), views excluded (view, reshape,
   slice, select, transpose, t, expand, (un)squeeze, permute, as_strided, alias, detach, split, unbind,
-  narrow); each is a kernel launch on a GPU in eager mode. ``ops_eager`` is the loop's eager step,
-  ``ops_static`` its static step (the one a CUDA graph records; on the CPU it runs eagerly);
+  narrow); each is a kernel launch on a GPU in eager mode. ``ops_eager`` is the eager reference step the
+  tests compare with (``tests/qwen3/oracle/eager_step.py``'s ``eager_steps``, through ``bench.checkout``), counted
+  on a round of rows of its own; ``ops_static`` the loop's own step (the one a CUDA graph records; on the CPU it
+  runs eagerly);
 * **h2d_per_step**: tensors built from host data (``aten.lift_fresh``: ``torch.tensor``, ``as_tensor``,
   indexing with Python lists, assigning Python scalars; ``torch.from_numpy``) plus copies from the CPU to
   another device; **d2h_per_step**: reads of device data by the host (``aten._local_scalar_dense``:
@@ -234,20 +236,6 @@ class LoopProbe:
         return self.result
 
 
-def set_static(engine: Any, static: bool) -> None:
-    """The loop's static step (what a CUDA graph records) or its eager step; waits for the switch to apply."""
-    loop = engine.loop
-    if hasattr(loop, "use_static_step"):
-        loop.use_static_step(static)
-        return
-    # Before the device-resident step (issue 19): only the code predictor had a static form.
-    talker = loop.talker
-    if static and talker.static is None:
-        talker.use_static_predictor(capture=False)
-    elif not static:
-        talker.static = None
-
-
 def build_requests(engine: Any, n: int, *, seed0: int) -> list[Any]:
     from qwen3_testing import noise_clip
 
@@ -289,14 +277,22 @@ def end_rows(engine: Any, rows: list[Any]) -> None:
 
 
 def profile_rows(engine: Any, probe: LoopProbe, n: int, timed_steps: int) -> dict[str, Any]:
+    tests_on_path()
+    from oracle.eager_step import eager_steps
+
+    # The eager reference replaces the loop's step only while the loop is idle: a round of rows of its own.
+    with eager_steps(engine.loop):
+        rows = start_rows(engine, build_requests(engine, n, seed0=100))
+        try:
+            wait_first_frames(rows)
+            probe.next_step("time", n)  # warm
+            ops_eager, h2d_eager, d2h_eager, top_eager = probe.next_step("count", n)
+        finally:
+            end_rows(engine, rows)
     rows = start_rows(engine, build_requests(engine, n, seed0=100))
     try:
         wait_first_frames(rows)
-        set_static(engine, False)
-        probe.next_step("time", n)  # the switch applies at a step boundary; warm
-        ops_eager, h2d_eager, d2h_eager, top_eager = probe.next_step("count", n)
-        set_static(engine, True)
-        probe.next_step("time", n)
+        probe.next_step("time", n)  # warm
         ops_static, h2d, d2h, top_static = probe.next_step("count", n)
         by_name, by_origin = probe.breakdown
         host_ms = 1000 * sum(probe.next_step("time", n) for _ in range(timed_steps)) / timed_steps
