@@ -2,7 +2,7 @@
 
 Why: Piper's tensors scale with the sentence (a 300-character sentence's decoder allocates a few
 hundred MiB, a short one a few MiB), so no two calls ask for the same sizes. Measured with
-``speakwire bench memory-growth`` (two workers, random lengths, 2-core machine), three things grew:
+``python -m bench.memory_growth`` (two workers, random lengths, 2-core machine), three things grew:
 
 * onnxruntime's CPU arena (``enable_cpu_mem_arena``) keeps every chunk it ever extended by, and its
   best-fit regions never merge across extensions, so mixed sizes fragment it; its memory patterns
@@ -179,7 +179,7 @@ class MemoryReleaser:
     since the last trim, or sooner when the process's RSS has grown ``budget_bytes`` past what it was
     right after the last trim: glibc places each call's tensors in whatever free chunks fit, so between
     trims successive calls touch fresh pages of the heap's free space, and RSS climbed to 2-4x one call's
-    working set on a long request (``speakwire bench stalled-readers``). A timer makes sure one more trim follows
+    working set on a long request (``python -m bench.stalled_readers``). A timer makes sure one more trim follows
     ``interval_s`` after the last call, so memory also goes back once the work stops.
     """
 

@@ -35,9 +35,9 @@ ops as give the same numbers (each op is a kernel launch, and a node of the CUDA
 The step runs under inference mode (``_body``). Under it the dispatcher sees composite ops whole
 (``rms_norm``, ``linear``, ``scaled_dot_product_attention``, ``softmax``), as CUDA runs them: one kernel
 each. On CPU ``rms_norm`` still runs as its six-op composite; the profile
-(``bench/qwen3_step_profile.py --breakdown``) counts what the dispatcher sees.
+(``python -m bench.qwen3.step_profile --breakdown``) counts what the dispatcher sees.
 
-The tests compare it with the eager loop (``GenerationLoop`` with ``use_static_step(False)``) and with the
+The tests compare it with the eager reference step (``tests/qwen3/oracle/eager_step.py``) and with the
 package's ``generate_*``: the same codes, greedy and sampled, in padded buckets, with rows joining,
 leaving and cancelled.
 """
