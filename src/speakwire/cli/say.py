@@ -40,7 +40,7 @@ async def synthesize_to_bytes(settings: Settings, text: str, fmt: str, speed: fl
     engine = await asyncio.to_thread(load_engine, settings)
     scheduler = Scheduler(default_worker_count(settings, engine.info), reserve=not engine.info.streams_text)
     try:
-        pipeline = SynthesisPipeline(engine, scheduler)
+        pipeline = SynthesisPipeline(engine, scheduler, trim_leading_silence=settings.trim_leading_silence)
         request = engine.validate(SynthesisRequest(voice=voice, speed=speed))
         rate = default_sample_rate(fmt, sample_rate, engine.info.sample_rate)
         out = await AudioOut.open(OutputSpec(fmt, rate, "file"))

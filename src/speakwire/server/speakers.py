@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from speakwire.server.admission import Admitted
 from speakwire.server.request_ids import bound
 from speakwire.server.websocket_channel import ChannelClosed
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(eq=False, slots=True)
@@ -67,7 +70,13 @@ class SpeakerChain:
             if previous is not None:
                 await asyncio.wait([previous])  # only this task's own cancellation propagates
             with bound(admitted.request_id) if admitted is not None else contextlib.nullcontext():
-                await speak(speaker)
+                try:
+                    await speak(speaker)
+                except (ChannelClosed, asyncio.CancelledError):
+                    raise
+                except Exception:
+                    # Nobody awaits a speaker's result: say what broke here, under the utterance's id.
+                    logger.exception("speaker failed")
         except ChannelClosed:
             pass
         finally:
