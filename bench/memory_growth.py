@@ -55,7 +55,7 @@ def load(config: str):  # type: ignore[no-untyped-def]
 
 
 def child(config: str, rounds: int, per_round: int, threads: int) -> dict[str, object]:
-    from speakwire.engines.base import SynthesisRequest
+    from speakwire.engines.base import SynthesisRequest, SynthesisRun
 
     engine = load(config)
     base_request = engine.validate(SynthesisRequest())
@@ -69,9 +69,9 @@ def child(config: str, rounds: int, per_round: int, threads: int) -> dict[str, o
             words: list[str] = []
             while len(" ".join(words)) < target:
                 words.append(rng.choice(WORDS))
-            request = base_request.fresh()
-            request.latency_critical = rng.random() < 0.5
-            seconds = sum(len(c.samples) for c in engine.synthesize(" ".join(words)[:300] + ".", request)) / 22050
+            run = SynthesisRun(latency_critical=rng.random() < 0.5)
+            text = " ".join(words)[:300] + "."
+            seconds = sum(len(c.samples) for c in engine.synthesize(text, base_request, run)) / 22050
             with lock:
                 audio[0] += seconds
 
@@ -104,7 +104,7 @@ def child(config: str, rounds: int, per_round: int, threads: int) -> dict[str, o
 
 def speed_child(config: str, passes: int) -> dict[str, list[float]]:
     """One configuration's speed on a worker thread: ×RT of six sentences whole, then frame-streamed."""
-    from speakwire.engines.base import SynthesisRequest
+    from speakwire.engines.base import SynthesisRequest, SynthesisRun
 
     engine = load(config)
     sentences = [s for p in paragraphs() for s in re.split(r"(?<=\.) ", p)][:6]
@@ -116,8 +116,8 @@ def speed_child(config: str, passes: int) -> dict[str, list[float]]:
                 started, audio = time.perf_counter(), 0.0
                 for sentence in sentences:
                     request = engine.validate(SynthesisRequest())
-                    request.latency_critical = mode == "streamed"
-                    audio += sum(len(c.samples) for c in engine.synthesize(sentence, request)) / 22050
+                    run = SynthesisRun(latency_critical=mode == "streamed")
+                    audio += sum(len(c.samples) for c in engine.synthesize(sentence, request, run)) / 22050
                 results[mode].append(audio / (time.perf_counter() - started))
 
     thread = threading.Thread(target=bench)

@@ -18,7 +18,7 @@ import pytest
 from speakwire.audio.chunk import AudioChunk
 from speakwire.cli.main import build_parser
 from speakwire.cli.serve import build_settings
-from speakwire.engines.base import EngineInfo, SynthesisRequest
+from speakwire.engines.base import EngineInfo, SynthesisRequest, SynthesisRun
 from speakwire.scheduler import Scheduler
 from speakwire.synthesis import AudioReady, SynthesisPipeline, Utterance, UtteranceFinished
 
@@ -53,7 +53,7 @@ class CountingEngine:
     def prepare(self, request: SynthesisRequest) -> SynthesisRequest:
         return request
 
-    def synthesize(self, text: str, request: SynthesisRequest) -> Iterator[AudioChunk]:
+    def synthesize(self, text: str, request: SynthesisRequest, run: SynthesisRun | None = None) -> Iterator[AudioChunk]:
         for _ in range(self._chunks):
             yield self._counter.chunk()
 
@@ -91,7 +91,7 @@ class CountingStreamingEngine(CountingEngine):
         self.info = EngineInfo("count", "count", RATE, ("v",), streams_text=True, needs_text_normalization=False)
         self._stream_chunks = chunks
 
-    def open_text_stream(self, request: SynthesisRequest) -> CountingTextStream:
+    def open_text_stream(self, request: SynthesisRequest, run: SynthesisRun | None = None) -> CountingTextStream:
         return CountingTextStream(self._stream_chunks)
 
 
@@ -192,3 +192,35 @@ def test_the_lead_and_the_write_stall_timeout_from_flags_and_the_environment(mon
     assert (settings.max_lead_s, settings.write_stall_timeout_s) == (6.0, 0.0)
     sagemaker = build_settings(build_parser().parse_args([*args, "--sagemaker"]))  # the same flags in SageMaker mode
     assert (sagemaker.max_lead_s, sagemaker.write_stall_timeout_s) == (6.0, 0.0)
+
+
+class CappingEngine(CountingEngine):
+    """Reports every segment cut at its budget, through the run's typed result (as Qwen3 does)."""
+
+    def synthesize(self, text: str, request: SynthesisRequest, run: SynthesisRun | None = None) -> Iterator[AudioChunk]:
+        assert run is not None  # the pipeline hands the engine its utterance's run
+        run.result.capped = True
+        yield from super().synthesize(text, request, run)
+
+
+class CappingStreamingEngine(CountingStreamingEngine):
+    def open_text_stream(self, request: SynthesisRequest, run: SynthesisRun | None = None) -> CountingTextStream:
+        assert run is not None
+        run.result.capped = True
+        return super().open_text_stream(request, run)
+
+
+@pytest.mark.parametrize(
+    "engine", [CappingEngine(chunks=2), CappingStreamingEngine(chunks=2)], ids=["segments", "stream"]
+)
+async def test_an_engine_reported_cap_reaches_the_utterance_usage(engine: CountingEngine) -> None:
+    scheduler = Scheduler(1, reserve=not engine.info.streams_text)
+    try:
+        utterance = SynthesisPipeline(engine, scheduler).utterance(SynthesisRequest(), output_rate=RATE)
+        utterance.feed("One sentence.")
+        utterance.finish()
+        finished = [event async for event in utterance.events() if isinstance(event, UtteranceFinished)]
+        utterance.close()
+    finally:
+        scheduler.close()
+    assert finished[0].usage.capped and utterance.run.result.capped

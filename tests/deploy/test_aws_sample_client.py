@@ -14,6 +14,7 @@ pinned noise-free (``NoiseFreePiper``), since the sample sends no seed. Python â
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import re
@@ -73,9 +74,7 @@ class NoiseFreePiper:
 
     def validate(self, request: SynthesisRequest) -> SynthesisRequest:
         request = self._engine.validate(request)
-        if request.seed is None:
-            request.seed = 0
-        return request
+        return request if request.seed is not None else dataclasses.replace(request, seed=0)
 
 
 @pytest.fixture(scope="module")

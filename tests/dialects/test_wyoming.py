@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import httpx
 import pytest
@@ -34,7 +34,7 @@ from wyoming.tts import (
 
 from speakwire.cli.main import build_parser
 from speakwire.cli.serve import build_settings
-from speakwire.engines.base import EngineInfo, SynthesisRequest
+from speakwire.engines.base import EngineInfo, SynthesisRequest, SynthesisRun
 from speakwire.engines.piper import PiperEngine
 from speakwire.server.request_ids import NO_REQUEST, RequestIdFilter
 from speakwire.server.state import ServerState
@@ -60,14 +60,13 @@ class NoiseFreePiper:
         return self._engine.info
 
     def validate(self, request: SynthesisRequest) -> SynthesisRequest:
-        request.seed = 0 if request.seed is None else request.seed
-        return self._engine.validate(request)
+        return self._engine.validate(replace(request, seed=0 if request.seed is None else request.seed))
 
     def prepare(self, request: SynthesisRequest) -> SynthesisRequest:
         return self._engine.prepare(request)
 
-    def synthesize(self, text: str, request: SynthesisRequest):  # type: ignore[no-untyped-def]
-        return self._engine.synthesize(text, request)
+    def synthesize(self, text: str, request: SynthesisRequest, run: SynthesisRun | None = None):  # type: ignore[no-untyped-def]
+        return self._engine.synthesize(text, request, run)
 
     def close(self) -> None:
         pass

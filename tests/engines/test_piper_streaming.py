@@ -13,7 +13,7 @@ import pytest
 from piper import SynthesisConfig
 
 from speakwire.audio.chunk import Float32Array
-from speakwire.engines.base import SynthesisRequest
+from speakwire.engines.base import SynthesisRequest, SynthesisRun
 from speakwire.engines.piper import PiperEngine, PiperOptions, _frontend_feed, embedded_voice_paths
 from speakwire.engines.piper_split import GraphSplitError, SplitVoice, split_voice
 from speakwire.engines.piper_stream import FrameSchedule, FrameStreamer
@@ -96,9 +96,10 @@ def test_chunks_grow_by_the_schedule_then_repeat_its_last_size(piper_engine: Pip
 
 def test_cancel_between_windows_stops_the_sentence(piper_engine: PiperEngine) -> None:
     request = piper_engine.validate(SynthesisRequest())
-    stream: Iterator[object] = piper_engine.synthesize(SENTENCE + " " + SENTENCE, request)
+    run = SynthesisRun()
+    stream: Iterator[object] = piper_engine.synthesize(SENTENCE + " " + SENTENCE, request, run)
     next(stream)
-    request.cancelled.set()
+    run.cancelled.set()
     assert list(stream) == []
 
 
@@ -129,8 +130,7 @@ def test_every_session_uses_the_configured_threads() -> None:
 def later(engine: PiperEngine, text: str, **request: object) -> list[Float32Array]:
     """Chunks of ``text`` spoken as a later segment (no listener waiting): the bounded-memory path."""
     validated = engine.validate(SynthesisRequest(**request))  # type: ignore[arg-type]
-    validated.latency_critical = False
-    return [chunk.samples for chunk in engine.synthesize(text, validated)]
+    return [chunk.samples for chunk in engine.synthesize(text, validated, SynthesisRun(latency_critical=False))]
 
 
 def test_later_sentences_decode_in_windows_of_at_most_window_frames(piper_engine: PiperEngine) -> None:

@@ -10,7 +10,7 @@ import onnx
 import pytest
 
 from speakwire.audio.chunk import AudioChunk
-from speakwire.engines.base import SynthesisRequest
+from speakwire.engines.base import SynthesisRequest, SynthesisRun
 from speakwire.engines.piper import PiperEngine, PiperOptions, embedded_voice_paths
 from speakwire.text.alignment import WordMark, word_spans
 from speakwire.text.normalize import normalize_english
@@ -20,8 +20,8 @@ TEXT = normalize_english("Thanks for calling. Your order of $25 shipped, and it 
 
 def synthesize(engine: PiperEngine, text: str, *, stream: bool) -> list[AudioChunk]:
     request = engine.validate(SynthesisRequest(seed=1))  # noise-free: both paths draw the same durations
-    request.latency_critical = stream  # the first sentence streams in windows only when a listener waits
-    return list(engine.synthesize(text, request))
+    # The first sentence streams in windows only when a listener waits.
+    return list(engine.synthesize(text, request, SynthesisRun(latency_critical=stream)))
 
 
 def marks_of(chunks: list[AudioChunk]) -> list[WordMark]:
@@ -71,8 +71,7 @@ def test_marks_ride_on_the_first_chunk_of_each_sentence_before_its_audio(piper_e
 
 def test_speed_scales_the_marks_with_the_audio(piper_engine: PiperEngine) -> None:
     request = piper_engine.validate(SynthesisRequest(seed=1, speed=2.0))
-    request.latency_critical = False
-    fast = list(piper_engine.synthesize("One two three four.", request))
+    fast = list(piper_engine.synthesize("One two three four.", request, SynthesisRun(latency_critical=False)))
     normal = synthesize(piper_engine, "One two three four.", stream=False)
     assert marks_of(fast)[-1].end < 0.7 * marks_of(normal)[-1].end
 

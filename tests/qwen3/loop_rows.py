@@ -35,11 +35,10 @@ def loaded_engine(checkpoint: Path, *, max_batch: int) -> Iterator[Any]:
 
 def prepared(engine: Any, *, greedy: bool = False, sampling: Any = None, **fields: Any) -> SynthesisRequest:
     """A validated, prepared request; ``greedy`` and ``sampling`` go where the engine reads them (``extra``)."""
-    req = SynthesisRequest(**fields)
-    if greedy:
-        req.extra["greedy"] = True
+    extra: dict[str, Any] = {"greedy": True} if greedy else {}
     if sampling is not None:
-        req.extra["sampling"] = sampling
+        extra["sampling"] = sampling
+    req = SynthesisRequest(**fields, extra=extra)
     ready: SynthesisRequest = engine.prepare(engine.validate(req))
     return ready
 

@@ -16,7 +16,7 @@ import pytest
 from oracle.package import synthesize_full
 from qwen3_testing import noise_clip, require_qwen_tts, steer_eos
 
-from speakwire.engines.base import Engine, SynthesisRequest
+from speakwire.engines.base import Engine, SynthesisRequest, SynthesisRun
 from speakwire.errors import BadRequestError, EngineError, MissingExtraError, NotFoundError
 
 pytestmark = pytest.mark.qwen
@@ -112,6 +112,14 @@ def test_the_first_chunk_is_two_frames_and_chunks_follow_the_schedule(custom_voi
     assert stream_frames(chunks) == [2, 4, 8, 16, 25, 25]
 
 
+def test_a_request_sets_the_first_chunks_frames_and_the_schedule_follows(custom_voice_engine: Any) -> None:
+    # vLLM-Omni's initial_codec_chunk_frames: the utterance's first code2wav chunk ends after that many frames.
+    with steer_eos(custom_voice_engine, after=80):
+        request = request_for("CustomVoice", initial_codec_chunk_frames=5)
+        chunks = [c.samples for c in custom_voice_engine.synthesize(TEXT, request)]
+    assert stream_frames(chunks) == [5, 4, 8, 16, 25, 22]
+
+
 def test_the_first_chunk_arrives_long_before_the_utterance_is_done(custom_voice_engine: Any) -> None:
     with steer_eos(custom_voice_engine, after=60):
         started = time.perf_counter()
@@ -134,7 +142,7 @@ def test_the_same_seed_gives_the_same_audio_and_another_seed_does_not(custom_voi
 
 
 def test_a_request_without_a_seed_keeps_one_seed_for_all_its_segments(voice_design_engine: Any) -> None:
-    request = request_for("VoiceDesign", seed=None)
+    request = voice_design_engine.validate(request_for("VoiceDesign", seed=None))  # validate fixes the seed
     with steer_eos(voice_design_engine, after=6):
         first = np.concatenate([c.samples for c in voice_design_engine.synthesize(TEXT, request)])
         again = np.concatenate([c.samples for c in voice_design_engine.synthesize(TEXT, request)])
@@ -143,43 +151,43 @@ def test_a_request_without_a_seed_keeps_one_seed_for_all_its_segments(voice_desi
 
 
 def test_generation_stops_at_eos_without_being_reported_capped(custom_voice_engine: Any) -> None:
-    request = request_for("CustomVoice")
+    run = SynthesisRun()
     with steer_eos(custom_voice_engine, after=7):
-        chunks = [c.samples for c in custom_voice_engine.synthesize(TEXT, request)]
+        chunks = [c.samples for c in custom_voice_engine.synthesize(TEXT, request_for("CustomVoice"), run)]
     assert sum(stream_frames(chunks)) == 7
-    assert "capped" not in request.extra
+    assert not run.result.capped
 
 
 def test_a_runaway_utterance_is_cut_at_its_budget_and_reported(
     custom_voice_engine: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    streamed, full = (
-        request_for("CustomVoice", max_new_tokens=12),
-        request_for("CustomVoice", max_new_tokens=12),
-    )
+    request = request_for("CustomVoice", max_new_tokens=12)
+    streamed, full = SynthesisRun(), SynthesisRun()
     with steer_eos(custom_voice_engine, after=None), caplog.at_level(logging.WARNING):
-        chunks = [c.samples for c in custom_voice_engine.synthesize(TEXT, streamed)]
-        whole = synthesize_full(custom_voice_engine, TEXT, full)
+        chunks = [c.samples for c in custom_voice_engine.synthesize(TEXT, request, streamed)]
+        whole = synthesize_full(custom_voice_engine, TEXT, request, full)
     assert sum(stream_frames(chunks)) == 12 and len(whole.samples) == 12 * FRAME
-    assert streamed.extra["capped"] is True and full.extra["capped"] is True
+    assert streamed.result.capped is True and full.result.capped is True
     assert caplog.text.count("hit its frame budget (12 frames = 1.0 s) without EOS and was cut: 'hello world") == 2
 
 
 def test_the_budget_follows_the_text_length_when_the_request_sets_none(custom_voice_engine: Any) -> None:
     from speakwire.engines.qwen3.frame_budget import frame_budget
 
-    request = request_for("CustomVoice")
+    run = SynthesisRun()
     with steer_eos(custom_voice_engine, after=None):
-        frames = sum(stream_frames([c.samples for c in custom_voice_engine.synthesize("Hi.", request)]))
-    assert frames == frame_budget("Hi.") and request.extra["capped"] is True
+        frames = sum(
+            stream_frames([c.samples for c in custom_voice_engine.synthesize("Hi.", request_for("CustomVoice"), run)])
+        )
+    assert frames == frame_budget("Hi.") and run.result.capped is True
 
 
 def test_cancelling_mid_utterance_stops_generation_within_a_frame_step(custom_voice_engine: Any) -> None:
-    request = request_for("CustomVoice", max_new_tokens=400)
+    request, run = request_for("CustomVoice", max_new_tokens=400), SynthesisRun()
     with steer_eos(custom_voice_engine, after=None) as steps:
-        stream = custom_voice_engine.synthesize(TEXT, request)
+        stream = custom_voice_engine.synthesize(TEXT, request, run)
         next(stream)
-        request.cancelled.set()
+        run.cancelled.set()
         calls_at_cancel = steps.calls
         rest = list(stream)
         time.sleep(0.2)
@@ -203,9 +211,9 @@ def test_closing_the_stream_frees_its_slot_and_stops_its_generation(custom_voice
 
 
 def test_a_request_cancelled_before_it_starts_yields_nothing(custom_voice_engine: Any) -> None:
-    request = request_for("CustomVoice")
-    request.cancelled.set()
-    assert list(custom_voice_engine.synthesize(TEXT, request)) == []
+    run = SynthesisRun()
+    run.cancelled.set()
+    assert list(custom_voice_engine.synthesize(TEXT, request_for("CustomVoice"), run)) == []
 
 
 def test_a_failure_inside_generation_surfaces_as_an_engine_error_and_the_loop_goes_on(

@@ -24,6 +24,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
+from speakwire.engines.base import SynthesisRun
 from speakwire.engines.piper import PiperEngine
 from speakwire.server.wyoming import protocol as wp
 from speakwire.settings import Settings
@@ -295,9 +296,10 @@ class FrameStreamedPiper:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
 
-    def synthesize(self, text: str, request: Any) -> Any:
-        request.latency_critical = True
-        return self._engine.synthesize(text, request)
+    def synthesize(self, text: str, request: Any, run: Any = None) -> Any:
+        run = run if run is not None else SynthesisRun()
+        run.latency_critical = True
+        return self._engine.synthesize(text, request, run)
 
 
 def _server(piper_engine: PiperEngine, **settings: Any) -> LiveServer:

@@ -203,3 +203,11 @@ def test_client_disconnect_cancels_the_synthesis(server: LiveServer) -> None:
     assert state.pipeline.active == 0
     assert state.pipeline.scheduler.busy == 0 and state.pipeline.scheduler.queued == 0
     assert cancellations() == before + 1  # stopped by the hang-up, not by finishing
+
+
+def test_piper_names_initial_codec_chunk_frames_ignored(server: LiveServer) -> None:
+    # A first-chunk size in codec frames means nothing to Piper: it is accepted and named, not silently dropped.
+    response = speech(server, response_format="pcm", initial_codec_chunk_frames=2)
+    assert response.status_code == 200 and response.content
+    assert response.headers["x-ignored-fields"] == "initial_codec_chunk_frames"
+    assert "x-ignored-fields" not in speech(server, response_format="pcm").headers

@@ -302,3 +302,11 @@ async def test_api_key_is_accepted_from_header_query_or_config(strict_server: Li
         with pytest.raises(ConnectionClosed) as closed:
             await asyncio.wait_for(ws.recv(), 10)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+
+
+async def test_piper_warns_that_it_ignores_initial_codec_chunk_frames(server: LiveServer) -> None:
+    async with connect(server.ws_url) as ws:
+        await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True,
+                                  "initial_codec_chunk_frames": 2}))  # fmt: skip
+        warning = await recv_json(ws)
+        assert warning == {"type": "warning", "message": "Ignored fields: initial_codec_chunk_frames."}

@@ -41,7 +41,7 @@ import numpy.typing as npt
 
 from speakwire.audio.chunk import AudioChunk
 from speakwire.engines.allocator import MemoryReleaser, loading, tune_allocator
-from speakwire.engines.base import EngineInfo, SynthesisRequest
+from speakwire.engines.base import EngineInfo, SynthesisRequest, SynthesisRun
 from speakwire.engines.piper_alignment import PiperWordMarks
 from speakwire.engines.piper_stream import FrameSchedule, FrameStreamer
 from speakwire.errors import BadRequestError, NotFoundError
@@ -201,7 +201,7 @@ class PiperEngine:
             raise NotFoundError(
                 f"Voice '{voice}' does not exist. Available voices: {', '.join(self._info.voices)}.", param="voice"
             )
-        request.voice = next(v for v in self._info.voices if v.lower() == voice.lower())
+        request = dataclasses.replace(request, voice=next(v for v in self._info.voices if v.lower() == voice.lower()))
         if request.language and request.language.lower() not in ("auto", *(x.lower() for x in self._info.languages)):
             raise BadRequestError(
                 f"Language '{request.language}' is not spoken by the Piper voice {self._info.model}; "
@@ -229,8 +229,10 @@ class PiperEngine:
     def prepare(self, request: SynthesisRequest) -> SynthesisRequest:
         return request
 
-    def synthesize(self, text: str, request: SynthesisRequest) -> Iterator[AudioChunk]:
+    def synthesize(self, text: str, request: SynthesisRequest, run: SynthesisRun | None = None) -> Iterator[AudioChunk]:
         from piper import SynthesisConfig
+
+        run = run if run is not None else SynthesisRun()
 
         voice = self._voice
         speaker_id = self._speaker_ids.get((request.voice or "").lower(), 0)
@@ -247,15 +249,15 @@ class PiperEngine:
         # The growing windows of frame streaming cost 15-30% more than whole sentences (small windows, the
         # overlaps decoded twice), so they are used only where they buy latency: the first sentence, while a
         # listener waits. Later sentences are decoded in bounded windows (``window_frames``) for memory.
-        stream_first = request.latency_critical
+        stream_first = run.latency_critical
         sentences = [phonemes for phonemes in voice.phonemize(text) if phonemes]
         marks = PiperWordMarks(text, sentences) if self._timed else None
         offset = 0  # samples yielded so far: marks count from the segment's first sample
         for index, phonemes in enumerate(sentences):
-            if request.cancelled.is_set():
+            if run.cancelled.is_set():
                 return
             ids = voice.phonemes_to_ids(phonemes)
-            id_samples, length, audio = self._sentence(ids, config, request.cancelled, stream=stream_first)
+            id_samples, length, audio = self._sentence(ids, config, run.cancelled, stream=stream_first)
             words: tuple[WordMark, ...] = ()
             if marks is not None:
                 words = marks.sentence(index, phonemes, voice.config.phoneme_id_map, id_samples, offset, length)

@@ -72,7 +72,7 @@ def admit(
         if state.draining:  # SIGTERM: the utterances in flight finish, nothing new starts (server.drain)
             raise ShuttingDownError
         utterance = pipeline.utterance(
-            resolved.request.fresh(),
+            resolved.request,
             output_rate=resolved.output_rate,
             granularity=granularity,
             schedule=schedule,

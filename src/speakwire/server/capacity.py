@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from speakwire.concurrency import together
-from speakwire.engines.base import Engine, SynthesisRequest
+from speakwire.engines.base import Engine, SynthesisRequest, SynthesisRun
 
 ADMISSION_SHARE = 0.9
 """Streams admitted per stream of measured capacity."""
@@ -69,8 +69,8 @@ def measure_throughput(engine: Engine, workers: int) -> tuple[float, float]:
     def work(slot: int) -> None:  # a failure reaches the caller, which then falls back to the default limit
         for index, text in enumerate(MEASURE_SEGMENTS):
             request = engine.prepare(engine.validate(SynthesisRequest()))
-            request.latency_critical = index == 0
-            totals[slot] += sum(len(chunk.samples) for chunk in engine.synthesize(text, request))
+            run = SynthesisRun(latency_critical=index == 0)
+            totals[slot] += sum(len(chunk.samples) for chunk in engine.synthesize(text, request, run))
 
     wall = together(workers, work, name="speakwire-capacity")
     return sum(totals) / rate / max(wall, 1e-6), wall

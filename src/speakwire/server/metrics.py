@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from speakwire.engines.base import MonitoredEngine
 from speakwire.server.capacity import Capacity
 from speakwire.synthesis import PipelineObserver, SynthesisPipeline, Usage
 
@@ -71,9 +72,8 @@ class SpeechMetrics:
 
     def watch_engine(self, engine: object) -> None:
         """Export a batched engine's own counters (``engine_metrics()``: slots, steps, batch, code2wav)."""
-        read = getattr(engine, "engine_metrics", None)
-        if callable(read):
-            self.registry.register(_EngineCollector(self.engine, read))
+        if isinstance(engine, MonitoredEngine):
+            self.registry.register(_EngineCollector(self.engine, engine.engine_metrics))
 
     def watch_capacity(self, capacity: Capacity, pipeline: SynthesisPipeline) -> None:
         """Gauges read at scrape time: the admission limit, the measured capacity, and how much is in use."""

@@ -16,7 +16,7 @@ every protocol's replies are in the same voice; a request's own seed still wins.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from speakwire.encoders.registry import AUDIO_FORMATS, default_sample_rate
@@ -56,6 +56,8 @@ class ResolvedSpeech:
     request: SynthesisRequest
     response_format: str
     output_rate: int
+    ignored_fields: tuple[str, ...] = ()
+    """Fields the client sent that the serving engine ignores; the protocol names them to the client."""
 
 
 def voice_name(value: Any) -> str | None:
@@ -129,17 +131,24 @@ async def resolve_speech(state: ServerState, engine: Engine, options: SpeechOpti
         x_vector_only_mode=saved.x_vector_only_mode if saved else bool(options.x_vector_only_mode),
         seed=state.settings.default_seed if options.seed is None else options.seed,
         max_new_tokens=options.max_new_tokens,
+        initial_codec_chunk_frames=options.initial_codec_chunk_frames,
     )
-    if options.initial_codec_chunk_frames is not None:
-        request.extra["initial_codec_chunk_frames"] = options.initial_codec_chunk_frames
     if saved is not None and state.voices is not None:
         _, pipeline, _ = state.require_ready()
-        request.ref_audio = await state.voices.clone_reference(saved, engine, pipeline.scheduler)
+        request = replace(request, ref_audio=await state.voices.clone_reference(saved, engine, pipeline.scheduler))
     elif options.ref_audio:
-        request.ref_audio = await _decode_reference(state, engine, options.ref_audio)
+        request = replace(request, ref_audio=await _decode_reference(state, engine, options.ref_audio))
     request = engine.validate(request)
     output_rate = default_sample_rate(fmt, options.sample_rate, engine.info.sample_rate)
-    return ResolvedSpeech(request, fmt, output_rate)
+    return ResolvedSpeech(request, fmt, output_rate, _ignored_by_engine(engine, options))
+
+
+def _ignored_by_engine(engine: Engine, options: SpeechOptions) -> tuple[str, ...]:
+    """Fields the protocol accepts that the serving engine does not act on (``X-Ignored-Fields``, the WebSocket's
+    ``warning``): a first-chunk size means nothing to an engine that does not decode codec frames (Piper)."""
+    if options.initial_codec_chunk_frames is not None and not engine.info.supports_first_chunk_frames:
+        return ("initial_codec_chunk_frames",)
+    return ()
 
 
 async def _saved_voice(state: ServerState, engine: Engine, options: SpeechOptions) -> SavedVoice | None:

@@ -7,13 +7,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
 
 from speakwire.audio.chunk import AudioChunk
-from speakwire.engines.base import Engine, EngineInfo, SynthesisRequest
+from speakwire.engines.base import Engine, EngineInfo, MonitoredEngine, SynthesisRequest
 from speakwire.engines.registry import default_worker_count, load_engine
 from speakwire.errors import NotReadyError
 from speakwire.scheduler import Scheduler
@@ -72,8 +72,8 @@ class ServerState:
     def engine_error(self) -> str | None:
         """Why a loaded engine says it can no longer serve (its ``health_error``, e.g. Qwen3's repeated failed
         steps), or None: /ready and /ping answer 503 with it."""
-        error = getattr(self.engine, "health_error", None) if self.ready else None
-        return error if isinstance(error, str) else None
+        engine = self.engine if self.ready else None
+        return engine.health_error if isinstance(engine, MonitoredEngine) else None
 
     # ----- lifetime ---------------------------------------------------------------------
 
@@ -147,10 +147,9 @@ class ServerState:
         if "Base" in info.task_types:
             # Cloning models need a reference: two seconds of a quiet tone, speaker embedding only.
             tone = 0.1 * np.sin(2 * np.pi * 220 * np.arange(2 * 24000) / 24000)
-            request.ref_audio = AudioChunk(tone.astype(np.float32), 24000)
-            request.x_vector_only_mode = True
+            request = replace(request, ref_audio=AudioChunk(tone.astype(np.float32), 24000), x_vector_only_mode=True)
         if "VoiceDesign" in info.task_types:
-            request.instructions = "A calm, clear voice."
+            request = replace(request, instructions="A calm, clear voice.")
         request = engine.prepare(engine.validate(request))
         for _ in engine.synthesize("Hello.", request):
             pass

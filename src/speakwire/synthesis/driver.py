@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from speakwire.engines.base import Engine, SynthesisRequest
+from speakwire.engines.base import Engine, SynthesisRequest, SynthesisRun
 from speakwire.pacing import WorkCosts
 from speakwire.scheduler import Scheduler
 from speakwire.synthesis.events import AudioReady, Usage, UtteranceEvent
@@ -34,7 +34,12 @@ class UtteranceHost(Protocol):
     """What a driver may use of its utterance (``Utterance``); the utterance is the only implementation."""
 
     request: SynthesisRequest
-    """The utterance's request; a driver replaces it with ``engine.prepare``'s result before first use."""
+    """The utterance's options; a driver replaces it with ``engine.prepare``'s result before first use."""
+
+    @property
+    def run(self) -> SynthesisRun:
+        """The utterance's run state: the engine is given it; its ``result`` goes into ``usage``."""
+        ...
 
     @property
     def output_rate(self) -> int: ...
@@ -96,7 +101,7 @@ class Driver(Protocol):
         that counts toward the lead) and ``SegmentFinished`` (with the error, if the engine failed);
       * wait for the reader whenever ``at_lead()``: give its worker away and ``park`` the rest, or, when its
         work cannot move between threads, ``wait_for_reader`` on the worker;
-      * check ``request.cancelled`` between engine chunks and post nothing once it is set;
+      * check ``run.cancelled`` between engine chunks and post nothing once it is set;
       * call ``work_done`` on the loop whenever it has nothing running or queued.
     Everything but the worker side runs on the event loop.
     """

@@ -156,7 +156,7 @@ class SegmentDriver:
             due = progress.playback_end
             arrives_s = scheduler.work_due_before(refill_key(due, whole_first_s)) + whole_first_s  # type: ignore[arg-type]
             critical = buffered_s < arrives_s + STREAM_MARGIN_S
-        host.request.latency_critical = critical
+        host.run.latency_critical = critical
         key = progress.latest_start(self._pipeline.costs, None if critical or first else whole_first_s)
         self._job = scheduler.submit(lambda: self._run_segment(segment), deadline=key)
 
@@ -171,20 +171,20 @@ class SegmentDriver:
     def _run_segment(self, segment: Segment, run: _SegmentRun | None = None) -> None:
         """Runs on a scheduler worker thread: start a segment, or continue one that yielded its worker."""
         host = self._host
-        request = host.request
-        if request.cancelled.is_set():
+        cancelled = host.run.cancelled
+        if cancelled.is_set():
             return
         error: SpeakwireError | None = None
         try:
             if run is None:
                 run = self._start_segment(segment)
-                run.timed = not request.latency_critical
+                run.timed = not host.run.latency_critical
             mark = time.monotonic()
             for chunk in run.chunks:
-                if request.cancelled.is_set():
+                if cancelled.is_set():
                     return
                 now = time.monotonic()
-                if not run.last_chunk_s and request.latency_critical:  # the frontend and a first window
+                if not run.last_chunk_s and host.run.latency_critical:  # the frontend and a first window
                     self._pipeline.costs.observe_first_chunk(now - run.started)
                 run.last_chunk_s = now - mark
                 if run.timed:
@@ -209,7 +209,7 @@ class SegmentDriver:
                         functools.partial(self._run_segment, segment, run), deadline=own_key
                     )
                     self._job = job
-                    if request.cancelled.is_set():
+                    if cancelled.is_set():
                         job.cancel()  # cancel() ran between the check above and the submit
                     return
                 mark = time.monotonic()
@@ -217,7 +217,7 @@ class SegmentDriver:
             if run.words is not None:
                 run.pending.extend(run.words.finish())
             words, run.pending = tuple(run.pending), []
-            if (len(tail) or words) and not request.cancelled.is_set():
+            if (len(tail) or words) and not cancelled.is_set():
                 run.audio_samples += len(tail)
                 host.post_audio(AudioReady(segment.index, np.asarray(tail, dtype=np.float32), words))
         except SpeakwireError as exc:
@@ -225,7 +225,7 @@ class SegmentDriver:
         except Exception as exc:
             logger.exception("segment %d failed", segment.index)
             error = SpeakwireError(f"synthesis failed: {type(exc).__name__}: {exc}")
-        if host.request.extra.get("capped"):
+        if host.run.result.capped:
             host.usage.capped = True
         audio_samples = run.audio_samples if run is not None else 0
         self._audio_out += audio_samples
@@ -249,7 +249,7 @@ class SegmentDriver:
         run.spoken, run.engine_text = segment.spoken, text
         run.offset = host.segmenter.offset(segment.index) + len(segment.text) - len(segment.text.lstrip())
         if any(ch.isalnum() for ch in text):
-            run.chunks = iter(self._engine.synthesize(text, host.request))
+            run.chunks = iter(self._engine.synthesize(text, host.request, host.run))
         return run
 
     @staticmethod

@@ -26,7 +26,7 @@ import numpy as np
 
 from speakwire.audio.chunk import Float32Array
 from speakwire.audio.resample import StreamResampler
-from speakwire.engines.base import Engine, SynthesisRequest, TextStream, TextStreamingEngine
+from speakwire.engines.base import Engine, SynthesisRequest, SynthesisRun, TextStream, TextStreamingEngine
 from speakwire.errors import SpeakwireError
 from speakwire.scheduler import Job
 from speakwire.synthesis.driver import PipelineState, UtteranceHost
@@ -72,7 +72,7 @@ class AudioStream(Protocol):
 class AudioStreamingEngine(Engine, Protocol):
     """An engine that takes an utterance's text while generating it and pushes the audio from its own threads."""
 
-    def open_audio_stream(self, request: SynthesisRequest, listener: AudioListener) -> AudioStream:
+    def open_audio_stream(self, request: SynthesisRequest, run: SynthesisRun, listener: AudioListener) -> AudioStream:
         """Start an utterance for a validated, prepared ``request``; feed it text, then ``finish``."""
         ...
 
@@ -155,10 +155,10 @@ class StreamDriver:
         engine = self._engine
         stream: AudioStream
         if isinstance(engine, AudioStreamingEngine):
-            stream = engine.open_audio_stream(request, self)
+            stream = engine.open_audio_stream(request, self._host.run, self)
         else:
             assert isinstance(engine, TextStreamingEngine)
-            pulled = _PulledStream(engine.open_text_stream(request), self)
+            pulled = _PulledStream(engine.open_text_stream(request, self._host.run), self)
             self._job = self._pipeline.scheduler.submit(pulled.pump)
             stream = pulled
         stream.feed("".join(self._unsent))
@@ -169,7 +169,7 @@ class StreamDriver:
 
     def _on_audio(self, samples: Float32Array, text_read: int) -> None:
         host = self._host
-        if host.done or host.request.cancelled.is_set():
+        if host.done or host.run.cancelled.is_set():
             return
         if len(samples):
             self._post(self._labels.spoken_chars(text_read), samples)
@@ -192,11 +192,10 @@ class StreamDriver:
 
     def _on_end(self, tail: Float32Array, error: SpeakwireError | None) -> None:
         host = self._host
-        request = host.request
-        if not host.done and not request.cancelled.is_set():
+        if not host.done and not host.run.cancelled.is_set():
             if len(tail):
                 self._post(self._labels.spoken_chars(len(self._received)), tail)
-            if request.extra.get("capped"):
+            if host.run.result.capped:
                 host.usage.capped = True
             for event in self._labels.finish(error):
                 host.post(event)
@@ -225,7 +224,7 @@ class StreamDriver:
         host = self._host
         request = host.request
         self._started_at = time.monotonic()
-        if request.cancelled.is_set():
+        if host.run.cancelled.is_set():
             return
         try:
             host.request = request = self._engine.prepare(request)

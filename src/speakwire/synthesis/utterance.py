@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 from speakwire.audio.leading_silence import LeadingSilenceTrimmer
-from speakwire.engines.base import SynthesisRequest
+from speakwire.engines.base import SynthesisRequest, SynthesisRun
 from speakwire.errors import PayloadTooLargeError
 from speakwire.synthesis.driver import DriverFactory, PipelineState
 from speakwire.synthesis.events import (
@@ -67,6 +67,8 @@ class Utterance:
     ) -> None:
         self._pipeline = pipeline
         self.request = request
+        self.run = SynthesisRun()
+        """This utterance's run state: its cancel event, the latency-critical flag, the engine's results."""
         self.output_rate = output_rate
         self._segmenter = UtteranceSegmenter(granularity, schedule)
         self._max_buffer_chars = max_buffer_chars
@@ -135,7 +137,7 @@ class Utterance:
         """Stop now: the running segment stops between engine chunks, nothing else is synthesized."""
         if self._done:
             return
-        self.request.cancelled.set()
+        self.run.cancelled.set()
         self._driver.cancel()
         self._parked = None
         self._drained.set()
@@ -318,7 +320,7 @@ class Utterance:
         self._drained.clear()
         self._loop.call_soon_threadsafe(self.park, self._drained.set)
         while not self._drained.wait(1.0):
-            if self.request.cancelled.is_set():
+            if self.run.cancelled.is_set():
                 return
 
     def work_done(self) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from speakwire.audio.chunk import AudioChunk
-from speakwire.engines.base import SynthesisRequest
+from speakwire.engines.base import SynthesisRequest, SynthesisRun
 from speakwire.engines.qwen3.frame_budget import frame_budget
 
 from .frame_tap import FrameTap, GenerationSession, GenerationStopped
@@ -44,17 +44,19 @@ def generate(engine: Any, text: str, request: SynthesisRequest, *, max_new_token
         )
 
 
-def synthesize_full(engine: Any, text: str, request: SynthesisRequest) -> AudioChunk:
-    """The whole segment from the package's ``generate_*`` (non-streaming), cut at the engine's frame budget."""
+def synthesize_full(engine: Any, text: str, request: SynthesisRequest, run: SynthesisRun | None = None) -> AudioChunk:
+    """The whole segment from the package's ``generate_*`` (non-streaming), cut at the engine's frame budget;
+    a cut is reported in ``run.result`` as the engine reports it."""
     import torch
 
+    run = run if run is not None else SynthesisRun()
     request = engine.prepare(engine.validate(request))
     budget = frame_budget(text, request.max_new_tokens)
     tts = engine.tts_model
     tap = _taps.get(id(tts))
     if tap is None:
         tap = _taps[id(tts)] = FrameTap(tts)
-    session = GenerationSession(max_frames=budget, stop_at_cap=False, cancelled=(request.cancelled,))
+    session = GenerationSession(max_frames=budget, stop_at_cap=False, cancelled=(run.cancelled,))
     try:
         with tap.attach(session):
             torch.manual_seed(int(request.seed or 0))
@@ -67,5 +69,5 @@ def synthesize_full(engine: Any, text: str, request: SynthesisRequest) -> AudioC
     samples_per_frame = int(tts.model.speech_tokenizer.model.decoder.total_upsample)
     samples = np.asarray(wavs[0], dtype=np.float32)[: budget * samples_per_frame]
     if session.capped:
-        engine.report_cap(request, budget, text)
+        engine.report_cap(run, budget, text)
     return AudioChunk(np.ascontiguousarray(samples), int(rate))

@@ -198,10 +198,8 @@ def request(engine: Any, seed: int, frames: int, *, greedy: bool = False) -> Any
 
     request = SynthesisRequest(
         ref_audio=noise_clip(3.0, seed=1), ref_text="This is how I sound when I talk.", seed=seed,
-        max_new_tokens=frames, language="English",
+        max_new_tokens=frames, language="English", extra={"greedy": True} if greedy else {},
     )  # fmt: skip
-    if greedy:
-        request.extra["greedy"] = True
     return engine.prepare(engine.validate(request))
 
 

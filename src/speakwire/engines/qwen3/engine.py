@@ -14,16 +14,17 @@ code2wav push its audio to a listener, with no thread of the utterance's own.
 ``open_text_stream`` is the same as a blocking iterator, and ``synthesize`` the
 one-segment form of that.
 
-A gone client costs at most one more frame step: ``SynthesisRequest.cancelled``
+A gone client costs at most one more frame step: ``SynthesisRun.cancelled``
 and closing the generator both cancel the row, which frees its slot before the
 loop's next step. A runaway utterance (no EOS) is stopped at a budget from the
-text length (``frame_budget``) and reported in ``request.extra["capped"]``.
+text length (``frame_budget``) and reported in ``SynthesisRun.result.capped``.
 
 Loading (``loader.load_qwen3_engine``) and the process's CPU threads (``cpu_threads``) live apart.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import secrets
@@ -34,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from speakwire.audio.chunk import AudioChunk
-from speakwire.engines.base import EngineInfo, SynthesisRequest
+from speakwire.engines.base import EngineInfo, SynthesisRequest, SynthesisRun
 from speakwire.engines.qwen3.batched_talker import BatchedTalker
 from speakwire.engines.qwen3.cpu_threads import release_cpu_threads
 from speakwire.engines.qwen3.decode_batcher import DecodeBatcher
@@ -121,6 +122,7 @@ class Qwen3Engine:
             needs_text_normalization=False,
             max_concurrent=self.memory.slots,
             streams_text=True,
+            supports_first_chunk_frames=True,
             extra={"variant": self.variant, "size": self.model_size, "device": device, "dtype": dtype},
         )
         self.stream_schedule = tuple(int(size) for size in stream_schedule)
@@ -173,54 +175,60 @@ class Qwen3Engine:
         A request without a seed gets a random one here, so every segment of it is sampled from the same
         seed: a VoiceDesign voice, which is sampled, then stays the same voice from sentence to sentence.
         """
-        validate_request(request, self._facts)
+        request = validate_request(request, self._facts)
         if request.seed is None:
-            request.seed = secrets.randbelow(2**31)
+            request = dataclasses.replace(request, seed=secrets.randbelow(2**31))
         return request
 
     def prepare(self, request: SynthesisRequest) -> SynthesisRequest:
         """Build (or fetch from the cache) the voice-clone prompt of a Base request.
 
-        The prompt item lands in ``request.extra["voice_clone_prompt"]``.
+        The prompt item is in the returned copy's ``extra["voice_clone_prompt"]``.
         """
         if request.task_type == "Base" and "voice_clone_prompt" not in request.extra:
-            request.extra["voice_clone_prompt"] = self._clone_prompt(request)
+            extra = {**request.extra, "voice_clone_prompt": self._clone_prompt(request)}
+            return dataclasses.replace(request, extra=extra)
         return request
 
-    def synthesize(self, text: str, request: SynthesisRequest) -> Iterator[AudioChunk]:
+    def synthesize(self, text: str, request: SynthesisRequest, run: SynthesisRun | None = None) -> Iterator[AudioChunk]:
         """Stream one segment: chunks of ``stream_schedule`` frames (1920 samples each) at 24 kHz."""
         request = self.prepare(self.validate(request))
-        if request.cancelled.is_set():
+        run = run if run is not None else SynthesisRun()
+        if run.cancelled.is_set():
             return
-        stream = self.open_text_stream(request)
+        stream = self.open_text_stream(request, run)
         stream.feed(text)
         stream.finish()
         for chunk, _ in stream.chunks():
             yield chunk
 
-    def open_audio_stream(self, request: SynthesisRequest, listener: AudioListener) -> Qwen3TextStream:
+    def open_audio_stream(
+        self, request: SynthesisRequest, run: SynthesisRun, listener: AudioListener
+    ) -> Qwen3TextStream:
         """One utterance whose text may still be arriving: ``feed``/``finish`` text (from any one thread); its
         audio goes to ``listener`` from the loop's and code2wav's threads, which never wait for it
         (``hold``/``release`` make its rows sit out).
 
         ``request`` must be validated and prepared. Its frame budget follows the text received so far; a
-        long text rolls over to a new generation at a sentence end (``text_stream``).
+        long text rolls over to a new generation at a sentence end (``text_stream``). ``run``: cancelling
+        stops its rows; a cap is reported in ``run.result``.
         """
-        return Qwen3TextStream(self, request, listener)
+        return Qwen3TextStream(self, request, run, listener)
 
-    def open_text_stream(self, request: SynthesisRequest) -> Qwen3TextStream:
+    def open_text_stream(self, request: SynthesisRequest, run: SynthesisRun | None = None) -> Qwen3TextStream:
         """``open_audio_stream`` read as a blocking iterator: ``feed``/``finish`` text, iterate ``chunks``."""
-        return Qwen3TextStream(self, request)
+        return Qwen3TextStream(self, request, run if run is not None else SynthesisRun())
 
     def open_row(
         self,
         request: SynthesisRequest,
+        run: SynthesisRun | None = None,
         *,
         chunks: Sequence[int] | None = None,
         stream: object = None,
         output: RowOutput | None = None,
     ) -> Row:
-        """The request as a row of the generation loop.
+        """The request as a row of the generation loop (cancelled with ``run.cancelled``; None: never).
 
         Without ``output``, codec frames out and no decoding (tests, benchmarks): ``chunks``, the frames per
         code2wav chunk a caller would decode in, only marks where each chunk ends, in step with other streams'
@@ -230,7 +238,7 @@ class Qwen3Engine:
         return self.loop.submit(
             self._voice(request), self._sampling(request), seed=int(request.seed or 0),
             max_new_tokens=request.max_new_tokens, chunks=chunks, stream=stream, output=output, decoder=decoder,
-            cancel_event=request.cancelled,
+            cancel_event=run.cancelled if run is not None else None,
         )  # fmt: skip
 
     @property
@@ -293,8 +301,8 @@ class Qwen3Engine:
         """A streaming code2wav for one row, primed with the reference's codes in ICL cloning."""
         return StreamDecoder(self._decoder, history=self._history(request))
 
-    def report_cap(self, request: SynthesisRequest, budget: int, text: str) -> None:
-        request.extra["capped"] = True
+    def report_cap(self, run: SynthesisRun, budget: int, text: str) -> None:
+        run.result.capped = True
         logger.warning(
             "qwen3: utterance hit its frame budget (%d frames = %.1f s) without EOS and was cut: %.60r",
             budget,

@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from typing import Protocol, TypeAlias
 
 from speakwire.audio.chunk import AudioChunk, Float32Array
-from speakwire.engines.base import EngineInfo, SynthesisRequest
+from speakwire.engines.base import EngineInfo, SynthesisRequest, SynthesisRun
 from speakwire.engines.qwen3.generation_loop import Row, RowEnd, RowOutput
 from speakwire.errors import EngineError, SpeakwireError
 
@@ -80,6 +80,7 @@ class RowSource(Protocol):
     def open_row(
         self,
         request: SynthesisRequest,
+        run: SynthesisRun | None = None,
         *,
         chunks: Sequence[int] | None = None,
         stream: object = None,
@@ -91,15 +92,24 @@ class RowSource(Protocol):
         """Frames per streamed chunk; the last size repeats."""
         ...
 
-    def report_cap(self, request: SynthesisRequest, budget: int, text: str) -> None: ...
+    def report_cap(self, run: SynthesisRun, budget: int, text: str) -> None: ...
+
+
+def first_chunk(schedule: Sequence[int], frames: int) -> tuple[int, ...]:
+    """``schedule`` with its first chunk ``frames`` long (a request's ``initial_codec_chunk_frames``, as in
+    vLLM-Omni): the rest of the ramp follows, and a one-size schedule keeps its size after the first chunk."""
+    return (frames, *schedule[1:]) if len(schedule) > 1 else (frames, *schedule)
 
 
 class Qwen3TextStream:
     """One utterance: ``feed``/``finish`` text, audio to ``listener`` (or through ``chunks`` without one)."""
 
-    def __init__(self, engine: RowSource, request: SynthesisRequest, listener: AudioListener | None = None) -> None:
+    def __init__(
+        self, engine: RowSource, request: SynthesisRequest, run: SynthesisRun, listener: AudioListener | None = None
+    ) -> None:
         self._engine = engine
         self._request = request
+        self._run = run
         self._queue: queue.SimpleQueue[tuple[Float32Array, int] | _End] | None = None
         if listener is None:
             self._queue = queue.SimpleQueue()
@@ -201,7 +211,7 @@ class Qwen3TextStream:
                     if item.error is not None:
                         raise item.error
                     return
-                if self._request.cancelled.is_set():
+                if self._run.cancelled.is_set():
                     return
                 yield AudioChunk(item[0], rate), item[1]
         finally:
@@ -231,10 +241,13 @@ class Qwen3TextStream:
     def _open(self, piece: _Piece) -> None:
         engine, request = self._engine, self._request
         index = self._pieces.index(piece)
+        chunks = engine.stream_schedule
         if index:
-            request = dataclasses.replace(request, seed=int(request.seed or 0) + index, extra=dict(request.extra))
+            request = dataclasses.replace(request, seed=int(request.seed or 0) + index)
+        elif request.initial_codec_chunk_frames:
+            chunks = first_chunk(chunks, request.initial_codec_chunk_frames)
         output = _RowOutput(self, piece)
-        piece.row = row = engine.open_row(request, chunks=engine.stream_schedule, stream=self, output=output)
+        piece.row = row = engine.open_row(request, self._run, chunks=chunks, stream=self, output=output)
         if self._held:
             row.hold()  # set before its text, so before its first step
         if piece.text:
@@ -269,7 +282,7 @@ class Qwen3TextStream:
                 return out + self._close(None)
             if end.reason == "capped":
                 assert piece.row is not None
-                self._engine.report_cap(self._request, piece.row.max_frames, piece.text)
+                self._engine.report_cap(self._run, piece.row.max_frames, piece.text)
             if self._current + 1 < len(self._pieces):
                 self._current += 1
                 following = self._pieces[self._current]

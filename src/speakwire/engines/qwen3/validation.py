@@ -16,7 +16,7 @@ Pure Python on purpose: it runs on the event loop and is tested without torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from speakwire.audio.chunk import AudioChunk
 from speakwire.engines.base import SynthesisRequest
@@ -58,30 +58,33 @@ class Qwen3ModelFacts:
 
 
 def validate_request(request: SynthesisRequest, facts: Qwen3ModelFacts) -> SynthesisRequest:
-    """Check ``request`` against the model and canonicalise it in place.
+    """Check ``request`` against the model; return a canonical copy (task type, language, voice filled in).
 
     Raises:
         BadRequestError: A field the model cannot honour, a missing required field,
             or an unknown task type or language.
         NotFoundError: An unknown CustomVoice speaker.
     """
-    request.task_type = _task_type(request.task_type, facts)
-    request.language = _language(request.language, facts)
+    request = replace(
+        request,
+        task_type=_task_type(request.task_type, facts),
+        language=_language(request.language, facts),
+        voice=request.voice if request.voice is None or request.voice.strip() else None,
+        instructions=request.instructions if request.instructions is None or request.instructions.strip() else None,
+    )
+    if request.initial_codec_chunk_frames is not None and request.initial_codec_chunk_frames < 0:
+        raise BadRequestError("initial_codec_chunk_frames must be 0 or more", param="initial_codec_chunk_frames")
     if request.max_new_tokens is not None and not 1 <= request.max_new_tokens <= MAX_NEW_TOKENS:
         raise BadRequestError(
             f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS} (codec frames, 12.5 per second)",
             param="max_new_tokens",
         )
-    if request.voice is not None and not request.voice.strip():
-        request.voice = None
-    if request.instructions is not None and not request.instructions.strip():
-        request.instructions = None
     if request.task_type == "Base":
-        _validate_base(request, facts)
+        request = _validate_base(request, facts)
     else:
         _refuse_cloning_fields(request, facts)
         if request.task_type == "CustomVoice":
-            _validate_custom_voice(request, facts)
+            request = replace(request, voice=_validate_custom_voice(request, facts))
         else:
             _validate_voice_design(request)
     return request
@@ -140,9 +143,10 @@ def _refuse_cloning_fields(request: SynthesisRequest, facts: Qwen3ModelFacts) ->
         )
 
 
-def _validate_custom_voice(request: SynthesisRequest, facts: Qwen3ModelFacts) -> None:
+def _validate_custom_voice(request: SynthesisRequest, facts: Qwen3ModelFacts) -> str | None:
+    """The canonical speaker (the default one when none is named)."""
     if request.voice is None:
-        request.voice = facts.speakers[0] if facts.speakers else None
+        voice = facts.speakers[0] if facts.speakers else None
     else:
         canonical = {name.lower(): name for name in facts.speakers}.get(request.voice.strip().lower())
         if canonical is None:
@@ -150,13 +154,14 @@ def _validate_custom_voice(request: SynthesisRequest, facts: Qwen3ModelFacts) ->
                 f"Unknown voice {request.voice!r} for {facts.model}; available voices: {', '.join(facts.speakers)}",
                 param="voice",
             )
-        request.voice = canonical
+        voice = canonical
     if request.instructions is not None and not facts.honours_instructions:
         raise BadRequestError(
             f"This model ({facts.model}) ignores instructions (only the 1.7B CustomVoice follows them): "
             "remove 'instructions', or use a server running Qwen3-TTS-12Hz-1.7B-CustomVoice.",
             param="instructions",
         )
+    return voice
 
 
 def _validate_voice_design(request: SynthesisRequest) -> None:
@@ -174,7 +179,8 @@ def _validate_voice_design(request: SynthesisRequest) -> None:
         )
 
 
-def _validate_base(request: SynthesisRequest, facts: Qwen3ModelFacts) -> None:
+def _validate_base(request: SynthesisRequest, facts: Qwen3ModelFacts) -> SynthesisRequest:
+    """The request with its transcript trimmed (None when blank)."""
     if request.voice is not None:
         raise BadRequestError(
             f"This Base model ({facts.model}) has no built-in voices (got voice {request.voice!r}): "
@@ -196,7 +202,7 @@ def _validate_base(request: SynthesisRequest, facts: Qwen3ModelFacts) -> None:
             param="ref_audio",
         )
     if hasattr(audio, "ref_spk_embedding"):
-        return  # an already prepared clone prompt carries its own transcript and mode
+        return request  # an already prepared clone prompt carries its own transcript and mode
     if not isinstance(audio, AudioChunk):
         raise BadRequestError(
             f"ref_audio must be decoded audio (speakwire.audio.decode), got {type(audio).__name__}",
@@ -208,7 +214,7 @@ def _validate_base(request: SynthesisRequest, facts: Qwen3ModelFacts) -> None:
             f"{REF_AUDIO_MAX_S:g} s.",
             param="ref_audio",
         )
-    request.ref_text = request.ref_text.strip() if request.ref_text else None
+    request = replace(request, ref_text=request.ref_text.strip() if request.ref_text else None)
     if not request.x_vector_only_mode and not request.ref_text:
         raise BadRequestError(
             "Base needs 'ref_text', the transcript of ref_audio, to clone in context; or set "
@@ -216,3 +222,4 @@ def _validate_base(request: SynthesisRequest, facts: Qwen3ModelFacts) -> None:
             "less similar).",
             param="ref_text",
         )
+    return request

@@ -80,7 +80,8 @@ async def create_speech(
         raise
     headers = audio_headers(rate)
     words = bool(body.word_timestamps) and delivery == "sse"
-    ignored = body.ignored_fields + (["word_timestamps"] if body.word_timestamps and not words else [])
+    ignored = [*body.ignored_fields, *resolved.ignored_fields]
+    ignored += ["word_timestamps"] if body.word_timestamps and not words else []
     if ignored:
         _note_ignored(ignored)
         headers["X-Ignored-Fields"] = ", ".join(ignored)

@@ -141,7 +141,8 @@ class StreamSession(WebSocketSession):
                                     param=exc.param))  # fmt: skip
             return
         self._resolved = resolved
-        await self._act(self._protocol.configured(config))
+        ignored = config.ignored_fields + resolved.ignored_fields
+        await self._act(self._protocol.configured(dataclasses.replace(config, ignored_fields=ignored)))
 
     async def _on_text(self, text: str) -> None:
         active = self._open or self._start_utterance()
