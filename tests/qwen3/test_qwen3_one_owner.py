@@ -16,6 +16,7 @@ import pytest
 from loop_rows import prepared
 from qwen3_testing import steer_eos
 
+from speakwire.engines.base import SynthesisRun
 from speakwire.engines.registry import default_worker_count
 from speakwire.errors import SpeakwireError
 from speakwire.scheduler import Scheduler
@@ -54,7 +55,7 @@ def test_an_idle_engine_makes_no_wake_ups(custom_voice_engine: Any) -> None:
     engine = custom_voice_engine
     recorder = Recorder()
     stream = engine.open_audio_stream(prepared(engine, voice="ryan", language="english", seed=2, max_new_tokens=6),
-                                      recorder)  # fmt: skip
+                                      SynthesisRun(), recorder)  # fmt: skip
     stream.feed(SENTENCE)
     stream.finish()
     assert recorder.ended_event.wait(60) and recorder.error is None
@@ -69,11 +70,11 @@ def test_a_held_stream_sits_out_while_another_runs_and_goes_on_when_released(cus
     held, free = Recorder(), Recorder()
     with steer_eos(engine, after=None):  # both make their whole budget
         parked = engine.open_audio_stream(
-            prepared(engine, voice="ryan", language="english", seed=5, max_new_tokens=40), held
+            prepared(engine, voice="ryan", language="english", seed=5, max_new_tokens=40), SynthesisRun(), held
         )
         parked.hold()  # its reader is a lead behind before it starts: none of its rows steps
         running = engine.open_audio_stream(
-            prepared(engine, voice="ryan", language="english", seed=6, max_new_tokens=40), free
+            prepared(engine, voice="ryan", language="english", seed=6, max_new_tokens=40), SynthesisRun(), free
         )
         for stream in (parked, running):
             stream.feed(SENTENCE)
