@@ -8,6 +8,7 @@ middleware or Starlette itself); dialects with an id of their own send the same 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
@@ -201,6 +202,38 @@ def test_a_refused_websocket_upgrade_carries_the_request_id(server: LiveServer) 
     with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
         websockets.sync.client.connect(url, additional_headers={"X-Request-ID": "ws-refused"})
     assert refused.value.response.headers["x-request-id"] == "ws-refused"
+
+
+def test_speech_stream_utterances_errors_and_cancels_name_their_request(server: LiveServer) -> None:
+    """Each utterance is <connection id>-<n> on its session.done; an error names the open utterance (or the
+    connection); input.cancelled names the utterance it cut short."""
+    with websockets.sync.client.connect(server.ws_url, additional_headers={"X-Request-ID": "conn-7"}) as ws:
+        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
+        ws.send(json.dumps({"type": "input.bogus"}))
+        events = [json.loads(m) for m in _until(ws, "error")]
+        assert events[-1]["code"] == "unknown_type" and events[-1]["request_id"] == "conn-7"
+        ws.send(json.dumps({"type": "input.text", "text": "Hello there."}))
+        ws.send(json.dumps({"type": "input.done"}))
+        done = [json.loads(m) for m in _until(ws, "session.done")][-1]
+        assert done["request_id"] == "conn-7-0"
+        ws.send(json.dumps({"type": "input.text", "text": "A long reply that will be cut short. " * 4}))
+        ws.send(json.dumps({"type": "input.bogus"}))
+        error = [json.loads(m) for m in _until(ws, "error")][-1]
+        assert error["request_id"] == "conn-7-1"  # the utterance still open
+        ws.send(json.dumps({"type": "input.cancel"}))
+        cancelled = [json.loads(m) for m in _until(ws, "input.cancelled")][-1]
+        assert cancelled["request_id"] == "conn-7-1" and cancelled["utterance_index"] == 1
+
+
+def _until(ws: Any, kind: str) -> list[str]:
+    """Text messages up to and including the first of type ``kind`` (audio frames skipped)."""
+    seen: list[str] = []
+    while True:
+        message = ws.recv(timeout=30)
+        if isinstance(message, str):
+            seen.append(message)
+            if json.loads(message).get("type") == kind:
+                return seen
 
 
 def test_deepgram_websocket_dg_request_id_is_the_connections_id(server: LiveServer) -> None:

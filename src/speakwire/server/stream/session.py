@@ -99,7 +99,7 @@ class StreamSession(WebSocketSession):
         await self._act(p.fatal(f"Idle for {idle:g} s; closing the session.", p.CLOSE_NORMAL, code="idle_timeout"))
 
     async def say_going_away(self, message: str) -> None:
-        await self._send(p.error_event(message, code="shutting_down"))
+        await self._send(self._named(p.error_event(message, code="shutting_down")))
 
     async def cancel_all(self) -> None:
         self._open = None
@@ -113,10 +113,10 @@ class StreamSession(WebSocketSession):
 
     async def _act(self, action: p.Action | None) -> None:
         if isinstance(action, p.Reply):
-            await self._send(action.event)
+            await self._send(self._named(action.event))
         elif isinstance(action, p.Fatal):
             with contextlib.suppress(ChannelClosed):
-                await self._send(action.event)
+                await self._send(self._named(action.event))
             await self.fatal(action.code, str(action.event.get("message", "")))
         elif isinstance(action, p.Configure):
             await self._configure(action.config)
@@ -196,7 +196,9 @@ class StreamSession(WebSocketSession):
         await self.cancel_all()  # the speakers are gone: what they sent is final
         heard = [u.sent.heard(u.admitted.utterance.text) for u in targets]
         self._utterances = []
-        await self._send(p.input_cancelled(heard, index))
+        cancelled = p.input_cancelled(heard, index)
+        cancelled["request_id"] = targets[-1].admitted.request_id if targets else self.request_id
+        await self._send(cancelled)
 
     async def _on_session_close(self) -> None:
         if self._open is not None:
@@ -207,6 +209,12 @@ class StreamSession(WebSocketSession):
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await item.speaker.task
         await self.fatal(p.CLOSE_NORMAL, "session.close")
+
+    def _named(self, event: dict[str, Any]) -> dict[str, Any]:
+        """An error names what it is about: the open utterance's request id, else the connection's."""
+        if event.get("type") == "error" and "request_id" not in event:
+            event["request_id"] = self._open.admitted.request_id if self._open is not None else self.request_id
+        return event
 
     # ----- speaking ---------------------------------------------------------------------------
 
