@@ -9,6 +9,7 @@ around it are spoken whole.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +18,6 @@ from websockets.asyncio.client import connect
 
 from speakwire.engines.base import EngineInfo
 from speakwire.engines.piper import PiperEngine
-from speakwire.errors import EngineError
 from speakwire.settings import Settings
 from support.live_server import LiveServer, start_server
 
@@ -41,7 +41,7 @@ class BrokenSentences:
     def synthesize(self, text: str, *args: Any) -> Iterator[Any]:
         for index, chunk in enumerate(self._engine.synthesize(text, *args)):
             if index == 1 and "Broken" in text:
-                raise EngineError("the engine broke mid-sentence")
+                raise RuntimeError("the engine broke mid-sentence")  # unexpected: logged, then reported
             yield chunk
 
     def close(self) -> None:
@@ -55,9 +55,12 @@ def server(piper_engine: PiperEngine) -> Iterator[LiveServer]:
     live.stop()
 
 
-async def test_a_failed_sentences_partial_file_comes_before_its_error_and_is_marked(server: LiveServer) -> None:
+async def test_a_failed_sentences_partial_file_comes_before_its_error_and_is_marked(
+    server: LiveServer, caplog: pytest.LogCaptureFixture
+) -> None:
     text = "This one is fine. Broken sentences are long enough to come in several chunks, surely. The end."
     items: list[Any] = []
+    caplog.set_level(logging.ERROR, logger="speakwire.synthesis")
     async with connect(server.ws_url) as ws:
         await ws.send(json.dumps({"type": "session.config", "response_format": "wav"}))
         await ws.send(json.dumps({"type": "input.text", "text": text}))
@@ -77,3 +80,6 @@ async def test_a_failed_sentences_partial_file_comes_before_its_error_and_is_mar
     assert done["partial_audio"] is True and done["action"] == "discard"
     assert done["total_bytes"] == len(items[failed - 1])
     assert kinds.count("audio.done") == 3 and kinds.count("bytes") == 3
+    # The engine's failure is logged on a worker thread, under the utterance's request id all the same.
+    failures = [r for r in caplog.records if r.name == "speakwire.synthesis.segment_driver"]
+    assert [getattr(r, "request_id", None) for r in failures] == [items[-1]["request_id"]]

@@ -83,4 +83,6 @@ def admit(
         metrics.rejections.labels(engine=engine, protocol=protocol).inc()
         raise
     metrics.active.labels(engine=engine, protocol=protocol).inc()
-    return Admitted(state, utterance, protocol, request_id or current_request_id() or new_request_id())
+    admitted = Admitted(state, utterance, protocol, request_id or current_request_id() or new_request_id())
+    utterance.request_id = admitted.request_id
+    return admitted

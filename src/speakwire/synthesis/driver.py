@@ -34,6 +34,8 @@ class UtteranceHost(Protocol):
     """What a driver may use of its utterance (``Utterance``); the utterance is the only implementation."""
 
     request: SynthesisRequest
+    request_id: str | None
+    """Who the utterance is for (the server's request id), for the driver's log lines; None outside a server."""
     """The utterance's options; a driver replaces it with ``engine.prepare``'s result before first use."""
 
     @property

@@ -223,7 +223,7 @@ class SegmentDriver:
         except SpeakwireError as exc:
             error = exc
         except Exception as exc:
-            logger.exception("segment %d failed", segment.index)
+            logger.exception("segment %d failed", segment.index, extra={"request_id": host.request_id or "-"})
             error = SpeakwireError(f"synthesis failed: {type(exc).__name__}: {exc}")
         if host.run.result.capped:
             host.usage.capped = True

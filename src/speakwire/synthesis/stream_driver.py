@@ -158,7 +158,7 @@ class StreamDriver:
             stream = engine.open_audio_stream(request, self._host.run, self)
         else:
             assert isinstance(engine, TextStreamingEngine)
-            pulled = _PulledStream(engine.open_text_stream(request, self._host.run), self)
+            pulled = _PulledStream(engine.open_text_stream(request, self._host.run), self, self._host.request_id)
             self._job = self._pipeline.scheduler.submit(pulled.pump)
             stream = pulled
         stream.feed("".join(self._unsent))
@@ -232,7 +232,7 @@ class StreamDriver:
             self.ended(exc)
             return
         except Exception as exc:
-            logger.exception("utterance stream failed")
+            logger.exception("utterance stream failed", extra={"request_id": host.request_id or "-"})
             self.ended(SpeakwireError(f"synthesis failed: {type(exc).__name__}: {exc}"))
             return
         host.call_soon(partial(self._open, request))
@@ -251,8 +251,9 @@ class _PulledStream:
     """A stream read as a blocking iterator (``TextStream.chunks``), pumped by a scheduler worker chunk by chunk:
     each chunk waits until the listener took the one before and is not at its lead (``release``)."""
 
-    def __init__(self, stream: TextStream, listener: AudioListener) -> None:
+    def __init__(self, stream: TextStream, listener: AudioListener, request_id: str | None = None) -> None:
         self._stream = stream
+        self._request_id = request_id or "-"
         self._listener = listener
         self._go = threading.Event()
         self._cancelled = False
@@ -286,7 +287,7 @@ class _PulledStream:
         except SpeakwireError as exc:
             error = exc
         except Exception as exc:
-            logger.exception("utterance stream failed")
+            logger.exception("utterance stream failed", extra={"request_id": self._request_id})
             error = SpeakwireError(f"synthesis failed: {type(exc).__name__}: {exc}")
         finally:
             self._listener.ended(error)

@@ -102,6 +102,9 @@ class Utterance:
         self._drained = threading.Event()
         """Set unless a worker waits for the reader (work that cannot change threads)."""
         self._drained.set()
+        self.request_id: str | None = None
+        """Set by whoever admitted the utterance (the server's request id): drivers name it when they log, from
+        threads that do not carry the request's context."""
         self._driver = pipeline.driver(self, pipeline)
 
     # ----- input side -----------------------------------------------------------------
