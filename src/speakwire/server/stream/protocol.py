@@ -11,6 +11,13 @@ with empty audio carries the sentence's words, ``[{word, start_ms, end_ms}]`` in
 from the sentence's first sample (vLLM-Omni's fields), plus ``char_start``/``char_end`` into
 the sentence's ``sentence_text`` (ours). ``timestamps`` is null for a sentence the engine
 could not time (Qwen3 today).
+
+``timestamp_type: "word"`` (with ``timestamp_transport_strategy: "sync"``, the default) is Baseten's: each
+sentence's ``audio.done`` carries ``timestamp_info.word_alignment`` — ``words``, ``word_start_times_seconds``,
+``word_end_times_seconds``, seconds from the sentence's first sample — after all of that sentence's audio, so it
+works with every framing (``stream_audio`` true or false, any ``response_format``) and beside ``word_timestamps``.
+``timestamp_info`` is null for a sentence the engine could not time. Only ``sync`` is offered: an ``async``
+strategy (timings interleaved anywhere) is refused, as is any other value of either field.
 """
 
 from __future__ import annotations
@@ -53,8 +60,13 @@ _CONFIG_FIELDS = {
     "type", "model", "voice", "speaker", "task_type", "language", "instructions", "response_format", "speed",
     "max_new_tokens", "initial_codec_chunk_frames", "ref_audio", "ref_text", "x_vector_only_mode",
     "speaker_embedding", "stream_audio", "split_granularity", "seed", "word_timestamps", "sample_rate",
-    "api_key", "close_after_done",
+    "api_key", "close_after_done", "timestamp_type", "timestamp_transport_strategy",
 }  # fmt: skip
+
+TIMESTAMP_TYPES = ("none", "word")
+"""Baseten's ``timestamp_type`` values we accept (null is ``none``)."""
+TIMESTAMP_TRANSPORT_STRATEGIES = ("sync",)
+"""Baseten's ``timestamp_transport_strategy`` values we accept (null is ``sync``): timings in ``audio.done``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +80,8 @@ class StreamConfig:
     ignored_fields: tuple[str, ...]
     api_key: str | None
     word_timestamps: bool = False
+    word_alignment: bool = False
+    """Baseten's ``timestamp_type: "word"``: each sentence's ``audio.done`` carries its ``timestamp_info``."""
 
 
 def parse_config(message: dict[str, Any]) -> StreamConfig:
@@ -95,6 +109,7 @@ def parse_config(message: dict[str, Any]) -> StreamConfig:
             "per-sentence PCM audio.chunk stream).",
             param="word_timestamps",
         )
+    word_alignment = _timestamp_type(message)
     speed = message.get("speed")
     if speed is not None and not isinstance(speed, int | float):
         raise BadRequestError("speed must be a number.", param="speed")
@@ -123,7 +138,27 @@ def parse_config(message: dict[str, Any]) -> StreamConfig:
         ignored_fields=tuple(ignored),
         api_key=_str(message, "api_key"),
         word_timestamps=word_timestamps,
+        word_alignment=word_alignment,
     )
+
+
+def _timestamp_type(message: dict[str, Any]) -> bool:
+    """Baseten's ``timestamp_type`` / ``timestamp_transport_strategy``: whether ``audio.done`` carries timings."""
+    kind = message.get("timestamp_type")
+    if kind is not None and (not isinstance(kind, str) or kind not in TIMESTAMP_TYPES):
+        raise BadRequestError(
+            f"timestamp_type must be one of {', '.join(map(repr, TIMESTAMP_TYPES))} (or null), got {kind!r}.",
+            param="timestamp_type",
+        )
+    strategy = message.get("timestamp_transport_strategy")
+    if strategy is not None and (not isinstance(strategy, str) or strategy not in TIMESTAMP_TRANSPORT_STRATEGIES):
+        allowed = ", ".join(map(repr, TIMESTAMP_TRANSPORT_STRATEGIES))
+        raise BadRequestError(
+            f"timestamp_transport_strategy must be one of {allowed} (or null), got {strategy!r}: 'sync' puts each "
+            "sentence's timestamp_info in its audio.done; 'async' is not offered.",
+            param="timestamp_transport_strategy",
+        )
+    return kind == "word"
 
 
 def _str(message: dict[str, Any], key: str) -> str | None:
@@ -202,6 +237,17 @@ def sentence_timestamps(words: Sequence[WordTiming], start_s: float, char_offset
         }
         for word in words
     ]
+
+
+def timestamp_info(words: Sequence[WordTiming], start_s: float) -> dict[str, Any] | None:
+    """Baseten's ``audio.done`` timings for one sentence: seconds from its first sample (millisecond steps, the
+    same instants ``sentence_timestamps`` gives); null when the engine did not time it."""
+    if not words:
+        return None
+    starts = [max(0, round((word.start_s - start_s) * 1000)) / 1000 for word in words]
+    ends = [max(0, round((word.end_s - start_s) * 1000)) / 1000 for word in words]
+    return {"word_alignment": {"words": [word.text for word in words], "word_start_times_seconds": starts,
+                               "word_end_times_seconds": ends}}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

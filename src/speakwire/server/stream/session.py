@@ -274,7 +274,11 @@ class StreamSession(WebSocketSession):
                                                        sentence_index=part.index, request_id=request_id))  # fmt: skip
                     else:
                         sent.sentence_chars = offset + (len(sentence.text) if sentence is not None else 0)
-                    await self._send(p.audio_done(index, part.index, sentence_bytes, part.error is not None))
+                    done = p.audio_done(index, part.index, sentence_bytes, part.error is not None)
+                    if config.word_alignment:
+                        start_s = (sentence.start if sentence is not None else 0) / rate
+                        done["timestamp_info"] = p.timestamp_info(part.words, start_s)
+                    await self._send(done)
                 elif isinstance(part, UtteranceEnd):
                     if part.cancelled:
                         return
