@@ -37,6 +37,17 @@ class Admitted:
         if metrics is not None:
             metrics.active.labels(engine=metrics.engine, protocol=self.protocol).dec()
 
+    def say(self, text: str) -> Admitted:
+        """Feed ``text`` whole and end the input (one request, one text); if that fails (too long, nothing
+        to speak), the slot is given back before the error is raised, since no response will own it."""
+        try:
+            self.utterance.feed(text)
+            self.utterance.finish()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
     def __enter__(self) -> Utterance:
         return self.utterance
 

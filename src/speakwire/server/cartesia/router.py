@@ -75,13 +75,9 @@ async def _speak(request: Request, *, sse: bool) -> Response:
     except SpeakwireError as exc:
         return _error_response(exc, request_id)
     try:
-        admitted.utterance.feed(speech.transcript)
-        admitted.utterance.finish()
-    except BaseException as exc:
-        admitted.close()  # no response will close it: give the slot back now
-        if isinstance(exc, SpeakwireError):
-            return _error_response(exc, request_id)
-        raise
+        admitted.say(speech.transcript)
+    except SpeakwireError as exc:
+        return _error_response(exc, request_id)
     stall = write_stall(state, PROTOCOL)
     headers = {"Cache-Control": "no-store"}
     if sse:

@@ -72,13 +72,9 @@ async def speak(request: Request) -> Response:
             response.headers["retry-after"] = str(max(1, round(exc.retry_after_s)))
         return response
     try:
-        admitted.utterance.feed(text)
-        admitted.utterance.finish()
-    except BaseException as exc:
-        admitted.close()  # no response will close it: give the slot back now
-        if isinstance(exc, SpeakwireError):
-            return _error(p.from_speakwire(exc), request_id)
-        raise
+        admitted.say(text)
+    except SpeakwireError as exc:
+        return _error(p.from_speakwire(exc), request_id)
     speaker = resolved.request.voice or engine.info.model
     headers = {
         "dg-request-id": request_id,

@@ -165,6 +165,8 @@ async def _start(request: Request, voice_id: str, delivery: Delivery) -> _Job:
     text = body.text
     try:
         check_input(text, state.settings.max_input_chars, INPUT_ERRORS)
+        aligner = CharacterAligner()
+        aligner.add_text(clean_text(text))
         settings = p.parse_voice_settings(body.voice_settings)
         engine, _, _ = state.require_ready()
         options = p.speech_options(voice_id, fmt, model_id=body.model_id, language_code=body.language_code,
@@ -176,16 +178,9 @@ async def _start(request: Request, voice_id: str, delivery: Delivery) -> _Job:
     except SpeakwireError as exc:
         raise _error(exc, voice_id) from None
     try:
-        aligner = CharacterAligner()
-        aligner.add_text(clean_text(text))
-        admitted.utterance.feed(text)
-        admitted.utterance.finish()
+        admitted.say(text)  # gives the slot back itself if the text is refused
     except SpeakwireError as exc:
-        admitted.close()  # no response will close it: give the slot back now
         raise _error(exc, voice_id) from None
-    except BaseException:
-        admitted.close()
-        raise
     return _Job(state, admitted, out, fmt, aligner)
 
 

@@ -72,12 +72,7 @@ async def create_speech(
     # The text is already checked against max_input_chars, which an operator may set above the
     # utterance's default buffer; left at the default, feed() would refuse it after admission.
     admitted = admit(state, resolved, protocol=protocol, max_buffer_chars=state.settings.max_input_chars)
-    try:
-        admitted.utterance.feed(text)
-        admitted.utterance.finish()
-    except BaseException:
-        admitted.close()  # no response will close it: give the slot back now
-        raise
+    admitted.say(text)
     headers = audio_headers(rate)
     words = bool(body.word_timestamps) and delivery == "sse"
     ignored = [*body.ignored_fields, *resolved.ignored_fields]

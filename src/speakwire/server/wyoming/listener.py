@@ -378,10 +378,8 @@ class WyomingConnection:
         if admitted is None:
             return
         try:
-            admitted.utterance.feed(text)
-            admitted.utterance.finish()
+            admitted.say(text)
         except SpeakwireError as exc:
-            admitted.close()
             self._error_in_order(exc.message, _error_code(exc), then_close=True)
             return
         self._in_order(lambda: self._send_once(admitted.utterance), admitted)
