@@ -84,6 +84,10 @@ class Settings:
     body), not of a playback clock; at the lead its work waits for the reader. 0 = unbounded."""
     trim_leading_silence: bool = True
     """Cut the silence an utterance starts with (keeping 15 ms of onset), so the first byte is heard at once."""
+    aligner: str = "auto"
+    """Word timings by forced alignment (``speakwire.aligners``): ``auto`` (the engine's own where it has them, Piper;
+    else PocketSphinx for English when installed; else none), ``none``, ``pocketsphinx``. A named aligner
+    replaces the engine's own timings."""
     write_stall_timeout_s: float = 30.0
     """A stream whose transport takes nothing for this long is ended and its connection closed (WebSocket 1008,
     an HTTP body cut short), counted in ``speakwire_stalled_closes_total``. 0 = never."""
@@ -119,6 +123,7 @@ class Settings:
             "DRAIN_TIMEOUT": ("drain_timeout_s", float), "MAX_LEAD_S": ("max_lead_s", float),
             "WRITE_STALL_TIMEOUT": ("write_stall_timeout_s", float),
             "TRIM_LEADING_SILENCE": ("trim_leading_silence", _flag),
+            "ALIGNER": ("aligner", str),
         }  # fmt: skip
         for env_name, (attr, kind) in env_map.items():
             raw = environ.get(f"SPEAKWIRE_{env_name}")

@@ -29,6 +29,20 @@ NAMES = (AUTO, NONE, *_LOADERS)
 """The names ``load_aligner`` and ``resolve_auto`` know, for help texts and error messages."""
 
 
+def register_aligner(name: str, loader: Callable[[], Aligner], languages: frozenset[str]) -> None:
+    """Make ``load_aligner(name)`` build an aligner with ``loader`` (a plugin's, a test's); ``NAMES`` lists it.
+
+    Args:
+        name: what ``--aligner`` calls it.
+        loader: builds the aligner (raises ``MissingExtraError`` when its extra is missing).
+        languages: the languages it aligns, lowercase English names (``"english"``).
+    """
+    global NAMES
+    _LOADERS[name] = loader
+    _LANGUAGES[name] = languages
+    NAMES = (AUTO, NONE, *_LOADERS)
+
+
 def load_aligner(name: str) -> Aligner | None:
     """Load the aligner called ``name``; ``none`` gives None (resolve ``auto`` first with ``resolve_auto``).
 

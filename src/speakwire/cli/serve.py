@@ -38,6 +38,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--trim-leading-silence", action=argparse.BooleanOptionalAction,
                    help="Cut the silence each utterance starts with, keeping 15 ms of onset (default: on; "
                    "--no-trim-leading-silence sends the engine's audio as it is).")  # fmt: skip
+    p.add_argument("--aligner", type=_aligner, metavar="NAME",
+                   help="Word timings by forced alignment: auto (the engine's own where it has them, else "
+                   "PocketSphinx for English when installed), none, pocketsphinx; a named aligner replaces the "
+                   "engine's own timings (default auto, or SPEAKWIRE_ALIGNER).")  # fmt: skip
     p.add_argument("--max-lead-s", type=float, metavar="S",
                    help="Seconds of audio a stream is synthesized ahead of what its client has read (default 10; "
                    "0 = unbounded).")  # fmt: skip
@@ -101,6 +105,15 @@ def _seed(raw: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _aligner(raw: str) -> str:
+    from speakwire.aligners.registry import NAMES
+
+    name = raw.strip().lower()
+    if name not in NAMES:
+        raise argparse.ArgumentTypeError(f"unknown aligner {raw!r}; choose one of: {', '.join(NAMES)}")
+    return name
+
+
 def _aliases(pairs: list[str], flag: str) -> dict[str, str]:
     aliases = {}
     for pair in pairs:
@@ -143,7 +156,7 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
         voice_aliases=_aliases(args.voice_alias, "--voice-alias") or None,
         preset_voice_aliases=False if args.no_preset_voice_aliases else None, wyoming_port=args.wyoming_port,
         default_seed=args.seed, max_lead_s=args.max_lead_s, write_stall_timeout_s=args.write_stall_timeout,
-        trim_leading_silence=args.trim_leading_silence,
+        trim_leading_silence=args.trim_leading_silence, aligner=args.aligner,
     )  # fmt: skip
 
 
@@ -214,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
     server.run()
     load_error = app.state.speakwire.load_error
     if load_error:
-        print(f"speakwire: the {settings.engine} engine failed to load: {load_error}", file=sys.stderr)
+        part = app.state.speakwire.failed_part or f"the {settings.engine} engine"
+        print(f"speakwire: {part} failed to load: {load_error}", file=sys.stderr)
         return 1
     return 0

@@ -23,8 +23,11 @@ from speakwire.server.metrics import SpeechMetrics
 from speakwire.server.voices.library import VoiceLibrary
 from speakwire.settings import OPENAI_MODEL_ALIASES, OPENAI_VOICE_ALIASES, PRESET_SPEAKER_ALIASES, Settings
 from speakwire.synthesis import SynthesisPipeline
+from speakwire.synthesis.aligning import AlignerThread
 
 logger = logging.getLogger(__name__)
+
+_WARM_UP_TEXT = "Hello."
 
 
 class GoingAway(Protocol):
@@ -49,6 +52,8 @@ class ServerState:
     capacity: cap.Capacity | None = None
     """Streams admitted and where that number comes from (measured at warm-up, --max-streams, the engine)."""
     load_error: str | None = None
+    failed_part: str | None = None
+    """What ``load_error`` is about, for ``speakwire serve``'s last line ("the piper engine", "the aligner ...")."""
     started_at: float = field(default_factory=time.monotonic)
     _load_task: asyncio.Task[None] | None = None
     on_load_failure: Callable[[], None] | None = None
@@ -96,16 +101,21 @@ class ServerState:
             self.metrics = SpeechMetrics(engine.info.name)
             self.metrics.watch_engine(engine)
             scheduler.queue_wait_observer = self.metrics.queue_wait.labels(engine=engine.info.name).observe
+            aligner = await asyncio.to_thread(self._load_aligner, engine.info)
+            explicit = self.settings.aligner.strip().lower() != "auto"
             self.pipeline = SynthesisPipeline(
                 engine, scheduler, max_streams=self.settings.max_streams or cap.DEFAULT_STREAMS,
                 max_queue=self.settings.max_queue, max_lead_s=self.settings.max_lead_s,
-                trim_leading_silence=self.settings.trim_leading_silence,
+                trim_leading_silence=self.settings.trim_leading_silence, aligner=aligner,
+                engine_words=not explicit,
             )  # fmt: skip
             warm_up_s = 0.0
             measured: tuple[float, float] | None = None
             if self.settings.warmup:
                 started = time.perf_counter()
-                await asyncio.to_thread(self._warm_up, engine)
+                clip = await asyncio.to_thread(self._warm_up, engine)
+                if aligner is not None:
+                    await asyncio.to_thread(self._measure_aligner, aligner, clip)
                 if cap.can_measure(engine):
                     measured = await asyncio.to_thread(cap.measure_throughput, engine, scheduler.workers)
                 warm_up_s = time.perf_counter() - started
@@ -131,17 +141,55 @@ class ServerState:
             )  # fmt: skip
         except Exception as exc:
             self.load_error = f"{type(exc).__name__}: {exc}"
-            logger.exception("engine failed to load")
+            if self.failed_part is None:
+                self.failed_part = f"the {self.settings.engine} engine"
+            logger.exception("%s failed to load", self.failed_part)
             if self.on_load_failure is not None:
                 logger.critical(
-                    "speakwire cannot serve: the %s engine (%s) failed to load: %s — stopping.",
-                    self.settings.engine, self.settings.model or "default voice", self.load_error,
+                    "speakwire cannot serve: %s (%s) failed to load: %s — stopping.",
+                    self.failed_part, self.settings.model or "default voice", self.load_error,
                 )  # fmt: skip
                 self.on_load_failure()
 
+    def _load_aligner(self, info: EngineInfo) -> AlignerThread | None:
+        """The aligner ``--aligner`` asks for (``auto``: only where the engine has no timings of its own)."""
+        from speakwire.aligners.registry import AUTO, load_aligner, resolve_auto
+
+        name = self.settings.aligner.strip().lower()
+        explicit = name != AUTO
+        if not explicit:
+            language = "English" if "English" in info.languages else (info.languages or (None,))[0]
+            name = resolve_auto(engine_has_timings=bool(info.extra.get("word_timings")), language=language)
+        try:
+            aligner = load_aligner(name)
+        except Exception:
+            self.failed_part = f"the aligner {name!r}"
+            raise
+        if aligner is None:
+            own = not explicit and info.extra.get("word_timings")
+            logger.info("word timings: %s", "the engine's own" if own else "none")
+            return None
+        return AlignerThread(aligner)
+
     @staticmethod
-    def _warm_up(engine: Engine) -> None:
-        """One real synthesis, so the first client does not pay for lazy initialisation."""
+    def _measure_aligner(aligner: AlignerThread, clip: AudioChunk | None) -> None:
+        """Log what aligning costs per second of audio, on the warm-up's own audio (best of three)."""
+        if clip is None or not len(clip.samples):
+            return
+        audio_s = len(clip.samples) / clip.sample_rate
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            aligner.aligner.align(clip.samples, clip.sample_rate, _WARM_UP_TEXT)
+            best = min(best, time.perf_counter() - started)
+        logger.info(
+            "word timings: aligner %s, %.3f s per audio second (best of 3 on the %.2f s warm-up clip)",
+            aligner.aligner.name, best / audio_s, audio_s,
+        )  # fmt: skip
+
+    @staticmethod
+    def _warm_up(engine: Engine) -> AudioChunk | None:
+        """One real synthesis, so the first client does not pay for lazy initialisation; its audio."""
         info = engine.info
         request = SynthesisRequest()
         if "Base" in info.task_types:
@@ -151,14 +199,17 @@ class ServerState:
         if "VoiceDesign" in info.task_types:
             request = replace(request, instructions="A calm, clear voice.")
         request = engine.prepare(engine.validate(request))
-        for _ in engine.synthesize("Hello.", request):
-            pass
+        chunks = [chunk for chunk in engine.synthesize(_WARM_UP_TEXT, request)]
+        if not chunks:
+            return None
+        return AudioChunk(np.concatenate([chunk.samples for chunk in chunks]), chunks[0].sample_rate)
 
     async def stop(self) -> None:
         if self._load_task is not None and not self._load_task.done():
             self._load_task.cancel()
         if self.pipeline is not None:
             await asyncio.to_thread(self.pipeline.scheduler.close)
+            await asyncio.to_thread(self.pipeline.close)
         if self._froze_heap:  # the engine's objects are collectable again once it is released
             self._froze_heap = False
             gc_heap.thaw()

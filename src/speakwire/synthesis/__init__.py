@@ -9,6 +9,7 @@ at once. The package, one idea per module:
   * ``driver``: the interface between an utterance and a way of driving an engine;
   * ``segment_driver``: one generation per sentence segment through the scheduler (Piper);
   * ``stream_driver``: text streamed into one running generation (Qwen3), labelled by ``sentence_labels``;
+  * ``aligning``: word timings from an aligner, each sentence aligned once its audio is final;
   * ``events``, ``observer``, ``progress`` (the playback clock), ``numbering`` (segments per utterance).
 """
 

@@ -14,6 +14,7 @@ class UtteranceSegmenter:
         self._chars = 0
         self._offsets: dict[int, int] = {}
         """Segment index → where its text starts in the text the segmenter was fed."""
+        self._texts: dict[int, str] = {}
 
     def feed(self, text: str) -> list[Segment]:
         """The segments ``text`` completes."""
@@ -27,11 +28,16 @@ class UtteranceSegmenter:
         """Where segment ``index`` starts in the text fed."""
         return self._offsets.get(index, 0)
 
+    def text(self, index: int) -> str | None:
+        """Segment ``index``'s text once the segmenter has decided it, else None."""
+        return self._texts.get(index)
+
     def _numbered(self, segments: list[Segment]) -> list[Segment]:
         # Number segments per utterance (the segmenter restarts its count after a flush).
         numbered = [Segment(segment.text, self._seen + i) for i, segment in enumerate(segments)]
         self._seen += len(numbered)
         for segment in numbered:  # segments tile the text fed, so each starts where the last one ended
             self._offsets[segment.index] = self._chars
+            self._texts[segment.index] = segment.text
             self._chars += len(segment.text)
         return numbered

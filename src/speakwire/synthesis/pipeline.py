@@ -13,6 +13,7 @@ from speakwire.engines.base import Engine, SynthesisRequest
 from speakwire.errors import TooBusyError
 from speakwire.pacing import WorkCosts
 from speakwire.scheduler import Scheduler
+from speakwire.synthesis.aligning import AlignerThread
 from speakwire.synthesis.driver import DriverFactory
 from speakwire.synthesis.observer import PipelineObserver
 from speakwire.synthesis.segment_driver import SegmentDriver
@@ -38,6 +39,8 @@ class SynthesisPipeline:
         max_queue: int = 64,
         max_lead_s: float | None = DEFAULT_MAX_LEAD_S,
         trim_leading_silence: bool = True,
+        aligner: AlignerThread | None = None,
+        engine_words: bool = True,
     ) -> None:
         self.engine = engine
         self.scheduler = scheduler
@@ -47,6 +50,11 @@ class SynthesisPipeline:
         """Flow control: audio an utterance may make ahead of what its reader has taken (None or 0: unbounded)."""
         self.trim_leading_silence = trim_leading_silence
         """Cut the silence each utterance starts with, keeping a few ms of onset (``audio.leading_silence``)."""
+        self.aligner = aligner
+        self.engine_words = engine_words
+        """Deliver the words an engine times itself (Piper's); False when ``--aligner`` names a choice (``none``
+        included), which then replaces them."""
+        """Word timings for engines without their own, or instead of them (``synthesis.aligning``); None: none."""
         self.driver: DriverFactory = StreamDriver if engine.info.streams_text else SegmentDriver
         """How this engine is driven, for every utterance (the one place that asks the engine's kind)."""
         self.active = 0
@@ -92,3 +100,8 @@ class SynthesisPipeline:
 
     def _release(self) -> None:
         self.active -= 1
+
+    def close(self) -> None:
+        """Release what the pipeline owns besides the engine and scheduler: the aligner and its thread (blocking)."""
+        if self.aligner is not None:
+            self.aligner.close()

@@ -11,6 +11,13 @@ from are what the socket or HTTP body accepted. At the lead the driver's work wa
 what continues it, ``wait_for_reader`` holds a worker that cannot give its work away), and it continues,
 where it stopped, once the reader is down to half the lead. A reader that takes nothing at all is let go by
 the transport (``server.flow``).
+
+Word timings from an aligner (``aligning``, for engines without their own or when ``--aligner`` names one):
+the events pass through ``SentenceWords`` on their way to the reader. A sentence's words come as an
+``AudioReady`` with no samples just before its ``SegmentFinished``, and the events after that wait behind
+them (every reader takes sentences one after another), while the driver is told the sentence is done at
+once: the engine never waits for the aligner, only the next sentence's delivery does, by the cost of
+aligning one sentence. Aligned words go through the leading-silence trim like an engine's.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Protocol
 from speakwire.audio.leading_silence import LeadingSilenceTrimmer
 from speakwire.engines.base import SynthesisRequest, SynthesisRun
 from speakwire.errors import PayloadTooLargeError
+from speakwire.synthesis.aligning import AlignerThread, SentenceWords
 from speakwire.synthesis.driver import DriverFactory, PipelineState
 from speakwire.synthesis.events import (
     AudioReady,
@@ -45,6 +53,10 @@ class UtterancePipeline(PipelineState, Protocol):
 
     max_lead_s: float | None
     trim_leading_silence: bool
+    engine_words: bool
+    """Deliver the words the engine times itself (False: ``--aligner`` named a choice that replaces them)."""
+    aligner: AlignerThread | None
+    """Aligns each sentence's audio for word timings (``synthesis.aligning``); None: the engine's own, if any."""
     driver: DriverFactory
     """The driver for the pipeline's engine, chosen once when the pipeline is built."""
 
@@ -105,6 +117,14 @@ class Utterance:
         self.request_id: str | None = None
         """Set by whoever admitted the utterance (the server's request id): drivers name it when they log, from
         threads that do not carry the request's context."""
+        self._words: SentenceWords | None = None
+        """Word timings from the pipeline's aligner; the events pass through it first (``synthesis.aligning``)."""
+        aligner = pipeline.aligner
+        if aligner is not None and aligner.aligns(request.language):
+            self._words = SentenceWords(
+                aligner, rate=output_rate, utterance_text=lambda: self.text, sentence_text=self._segmenter.text,
+                emit=self._emit,
+            )  # fmt: skip
         self._driver = pipeline.driver(self, pipeline)
 
     # ----- input side -----------------------------------------------------------------
@@ -142,6 +162,8 @@ class Utterance:
             return
         self.run.cancelled.set()
         self._driver.cancel()
+        if self._words is not None:
+            self._words.close()  # words not delivered by now were not heard
         self._parked = None
         self._drained.set()
         if self._observer.on_cancel:
@@ -215,8 +237,26 @@ class Utterance:
         """Runs on the event loop: forward a worker event, and keep the driver's work moving."""
         if self._done:
             return
+        if isinstance(event, AudioReady) and event.words and not self._pipeline.engine_words:
+            event = dataclasses.replace(event, words=())  # an aligner named explicitly replaces them
+        if self._words is None:
+            self._emit(event)
+        else:
+            self._words.intake(event)  # emitted in order once the sentence's words are in
+        if isinstance(event, SegmentFinished):
+            self._driver.segment_finished()  # the engine goes on even while the words are being aligned
+
+    def _emit(self, event: UtteranceEvent) -> None:
+        """Runs on the event loop: an event to the reader, with the playback bookkeeping."""
+        if self._done:
+            return
         progress = self._progress
-        if isinstance(event, AudioReady):
+        if isinstance(event, AudioReady) and not len(event.samples):
+            trimmed = self._trim(event)  # words only (an aligner's): times shift, no audio to account for
+            if trimmed is None:
+                return
+            event = trimmed
+        elif isinstance(event, AudioReady):
             trimmed = self._trim(event)
             if trimmed is None:
                 return
@@ -243,7 +283,6 @@ class Utterance:
         self._events.put_nowait(event)
         if isinstance(event, SegmentFinished):
             self.usage.segments += 1
-            self._driver.segment_finished()
 
     def _trim(self, event: AudioReady) -> AudioReady | None:
         """``event`` without the utterance's leading silence (None: nothing of it is left to send)."""
@@ -251,7 +290,7 @@ class Utterance:
         if trimmer.done and not trimmer.trimmed:
             return event
         before = trimmer.trimmed
-        samples = trimmer.trim(event.samples)
+        samples = trimmer.trim(event.samples) if len(event.samples) else event.samples
         if trimmer.trimmed != before:
             self._taken += trimmer.trimmed - before  # never sent, so never read: the lead lets go of them
             if self._parked is not None and self._made - self._taken <= self._lead // 2:
@@ -328,4 +367,11 @@ class Utterance:
 
     def work_done(self) -> None:
         if self._input_done and not self._done:
+            if self._words is not None:
+                self._words.when_drained(self._finish_done)  # the last sentence's words come first
+            else:
+                self._end(cancelled=False)
+
+    def _finish_done(self) -> None:
+        if not self._done:
             self._end(cancelled=False)

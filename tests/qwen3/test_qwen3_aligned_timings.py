@@ -1,0 +1,154 @@
+"""Qwen3 word timings from an aligner (issue 29): a tiny random checkpoint behind a real server.
+
+Random weights speak babble, and PocketSphinx rightly refuses to align babble with English text (its beams
+prune every path, as they do for noise): over PocketSphinx these tests check that such sentences go without
+words and keep their audio. The wiring (each sentence aligned once final, words before its end, on the
+utterance's clock and offsets, through every dialect) is checked with ``SpreadAligner``, a real ``Aligner``
+that spreads a sentence's words over its audio by length, registered like any other aligner. Accuracy is
+``bench/aligner_accuracy``'s business, on real speech.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from websockets.asyncio.client import connect
+
+from speakwire.aligners.registry import register_aligner
+from speakwire.audio.chunk import Float32Array
+from speakwire.settings import Settings
+from speakwire.text.alignment import WordTiming, word_spans
+from support.live_server import LiveServer, start_server
+
+pytest.importorskip("pocketsphinx", reason="pip install 'speakwire[align]'")
+
+RATE = 24000
+TEXT = "Hello there, my friend. The weather is fine today."
+FRAMES = {"max_new_tokens": 40, "seed": 3}
+"""Random weights rarely stop on their own: a few seconds of babble per request."""
+
+
+class SpreadAligner:
+    """Times each word of a sentence by its share of the sentence's characters; nothing for silence."""
+
+    name = "spread"
+    languages = frozenset({"english"})
+
+    def align(self, samples: Float32Array, sample_rate: int, text: str) -> list[WordTiming]:
+        if not len(samples) or float(np.max(np.abs(samples))) < 1e-3:
+            return []
+        spans = word_spans(text)
+        total_s, chars = len(samples) / sample_rate, sum(end - start for start, end in spans)
+        words, at = [], 0
+        for start, end in spans:
+            begin_s = total_s * at / chars
+            at += end - start
+            words.append(WordTiming(text[start:end], start, end, begin_s, total_s * at / chars))
+        return words
+
+    def close(self) -> None:
+        pass
+
+
+register_aligner("spread", SpreadAligner, SpreadAligner.languages)
+
+
+def _aligned(tiny_checkpoints: dict[str, Path], engine: Any, aligner: str) -> Iterator[LiveServer]:
+    settings = Settings(engine="qwen3", model=str(tiny_checkpoints["custom_voice"]), aligner=aligner)
+    live = start_server(settings, engine=engine)
+    yield live
+    live.stop()
+
+
+@pytest.fixture(scope="module")
+def spread_server(tiny_checkpoints: dict[str, Path], custom_voice_engine: Any) -> Iterator[LiveServer]:
+    yield from _aligned(tiny_checkpoints, custom_voice_engine, "spread")
+
+
+@pytest.fixture(scope="module")
+def aligned_server(tiny_checkpoints: dict[str, Path], custom_voice_engine: Any) -> Iterator[LiveServer]:
+    yield from _aligned(tiny_checkpoints, custom_voice_engine, "pocketsphinx")
+
+
+def assert_timed(text: str, words: list[dict[str, Any]], audio_ms: float) -> None:
+    """Every timed word is a word of ``text`` at its own offsets, in order, inside the audio, none skipped (the
+    sentences babble never reached have no audio, so no words: the words are the text's first ones)."""
+    previous_end, previous_char = 0, 0
+    for word in words:
+        assert text[word["char_start"] : word["char_end"]] == word["word"]
+        assert word["char_start"] >= previous_char
+        assert previous_end <= word["start_ms"] <= word["end_ms"] <= audio_ms + 1
+        previous_end, previous_char = word["end_ms"], word["char_end"]
+    assert words and [w["word"] for w in words] == text.split()[: len(words)]
+
+
+def sse(server: LiveServer) -> tuple[bytes, list[dict[str, Any]]]:
+    """The audio and the words of an SSE speech request."""
+    body = {"input": TEXT, "response_format": "pcm", "stream_format": "sse", "word_timestamps": True,
+            "language": "English", **FRAMES}  # fmt: skip
+    with httpx.stream("POST", f"{server.url}/v1/audio/speech", json=body, timeout=120) as response:
+        assert response.status_code == 200
+        events = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")]
+    assert events[-1]["type"] == "speech.audio.done"
+    audio = b"".join(base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta")
+    words = [item for e in events if e["type"] == "speech.audio.words" for item in e["words"]]
+    return audio, words
+
+
+def test_sse_carries_aligned_words_for_a_qwen3_voice(spread_server: LiveServer) -> None:
+    audio, words = sse(spread_server)
+    assert_timed(TEXT, words, len(audio) / 2 / RATE * 1000)
+
+
+def test_pocketsphinx_gives_babble_no_words_and_keeps_its_audio(aligned_server: LiveServer) -> None:
+    audio, words = sse(aligned_server)
+    assert len(audio) > RATE // 2 and words == []
+
+
+async def test_vllm_omni_websocket_carries_aligned_word_timestamps(spread_server: LiveServer) -> None:
+    config = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "word_timestamps": True,
+              "language": "English", **FRAMES}  # fmt: skip
+    sentences: list[str] = []
+    words: list[dict[str, Any]] = []
+    audio = sentence_audio = b""
+    char_offset, time_offset_ms = 0, 0.0
+    async with connect(spread_server.ws_url) as ws:
+        await ws.send(json.dumps(config))
+        await ws.send(json.dumps({"type": "input.text", "text": TEXT}))
+        await ws.send(json.dumps({"type": "input.done"}))
+        async with asyncio.timeout(120):
+            while True:
+                event = json.loads(await ws.recv())
+                assert event["type"] != "error", event
+                if event["type"] == "audio.start":
+                    sentences.append(event["sentence_text"])
+                    sentence_audio = b""
+                elif event["type"] == "audio.chunk":
+                    chunk = base64.b64decode(event["audio_b64"])
+                    sentence_audio += chunk
+                    for item in event["timestamps"] or []:
+                        assert sentences[-1][item["char_start"] : item["char_end"]] == item["word"]
+                        assert 0 <= item["start_ms"] <= item["end_ms"] <= len(sentence_audio) / 2 / RATE * 1000 + 1
+                        words.append({**item, "char_start": char_offset + item["char_start"],
+                                      "char_end": char_offset + item["char_end"],
+                                      "start_ms": round(time_offset_ms) + item["start_ms"],
+                                      "end_ms": round(time_offset_ms) + item["end_ms"]})  # fmt: skip
+                elif event["type"] == "audio.done":
+                    if sentence_audio:  # a sentence with audio has every word timed
+                        timed = [w["word"] for w in words if w["char_start"] >= char_offset]
+                        assert timed == sentences[-1].split()
+                    audio += sentence_audio
+                    char_offset += len(sentences[-1])
+                    time_offset_ms += len(sentence_audio) / 2 / RATE * 1000
+                elif event["type"] == "session.done":
+                    break
+    assert "".join(sentences) == TEXT
+    assert_timed(TEXT, words, len(audio) / 2 / RATE * 1000)
