@@ -152,3 +152,42 @@ async def test_vllm_omni_websocket_carries_aligned_word_timestamps(spread_server
                     break
     assert "".join(sentences) == TEXT
     assert_timed(TEXT, words, len(audio) / 2 / RATE * 1000)
+
+
+async def test_barge_in_on_qwen3_reports_only_words_whose_audio_was_sent(spread_server: LiveServer) -> None:
+    text = "Hello there, my friend. The weather is fine today. " * 3
+    config = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "word_timestamps": True,
+              "language": "English", "seed": 2, "max_new_tokens": 100}  # fmt: skip
+    received = sentence_start = 0
+    sentence_offset, sentence_text = 0, ""
+    words: list[tuple[int, float]] = []
+    """(char_end in the text, end in ms from the utterance's first sample) of every word the client got."""
+    cancelled = False
+    async with connect(spread_server.ws_url) as ws:
+        await ws.send(json.dumps(config))
+        await ws.send(json.dumps({"type": "input.text", "text": text}))
+        await ws.send(json.dumps({"type": "input.done"}))
+        async with asyncio.timeout(120):
+            while True:
+                event = json.loads(await ws.recv())
+                assert event["type"] != "error", event
+                if event["type"] == "audio.start":
+                    sentence_offset += len(sentence_text)
+                    sentence_text, sentence_start = event["sentence_text"], received
+                elif event["type"] == "audio.chunk":
+                    received += len(base64.b64decode(event["audio_b64"]))
+                    for item in event["timestamps"] or []:
+                        end_ms = sentence_start / 2 / RATE * 1000 + item["end_ms"]
+                        words.append((sentence_offset + item["char_end"], end_ms))
+                elif event["type"] == "audio.done" and not cancelled and words:
+                    await ws.send(json.dumps({"type": "input.cancel"}))  # barge in once a sentence was timed
+                    cancelled = True
+                elif event["type"] == "input.cancelled":
+                    break
+    assert event["audio_sent_s"] == pytest.approx(received / 2 / RATE, abs=0.002)
+    # Characters through the last word the client got whose audio it had whole.
+    heard_end = max((end for end, end_ms in words if end_ms <= received / 2 / RATE * 1000 + 1), default=0)
+    spoken = event["spoken_chars"]
+    assert event["spoken_text"] == text[:spoken]
+    assert 0 < heard_end <= spoken < len(text)  # the cancel came before the last sentence's audio was sent
+    assert text[heard_end:spoken].strip() == ""  # nothing past the last word sent (a whole sentence: its space)
