@@ -38,7 +38,9 @@ def encoded_clip(container: str, codec: str, *, seconds: float = 2.0, rate: int 
 
 
 def clone(engine: Any, ref_audio: Any, *, frames: int = 8, **fields: Any) -> tuple[np.ndarray, SynthesisRequest]:
-    request = SynthesisRequest(ref_audio=ref_audio, seed=5, **{"ref_text": "Hi there!", **fields})
+    # Validated and prepared as the pipeline does: the frozen request comes back with its clone prompt.
+    asked = SynthesisRequest(ref_audio=ref_audio, seed=5, **{"ref_text": "Hi there!", **fields})
+    request = engine.prepare(engine.validate(asked))
     with steer_eos(engine, after=frames):
         audio = np.concatenate([c.samples for c in engine.synthesize(TEXT, request)])
     return audio, request
