@@ -287,8 +287,8 @@ class Utterance:
     def _trim(self, event: AudioReady) -> AudioReady | None:
         """``event`` without the utterance's leading silence (None: nothing of it is left to send)."""
         trimmer = self._trimmer
-        if trimmer.done and not trimmer.trimmed:
-            return event
+        if trimmer.done and (not trimmer.trimmed or not event.words):
+            return event  # the common case once speech has started: nothing to cut, nothing to move
         before = trimmer.trimmed
         samples = trimmer.trim(event.samples) if len(event.samples) else event.samples
         if trimmer.trimmed != before:

@@ -1,0 +1,134 @@
+"""Event-loop CPU per Piper utterance and open-loop p95 at one load, two source trees interleaved (an A/B).
+
+Issue 27 asks that one audio-out front cost the event loop no more than seven hand-written ones did. The
+event loop is uvicorn's main thread, so its CPU is the main thread's user + system time
+(``/proc/<pid>/task/<pid>/stat``), read before and after ``--requests`` sequential requests of each kind:
+``http-pcm`` and ``http-mp3`` (``POST /v1/audio/speech``, raw stream) and ``ws-pcm`` (the speech stream,
+``stream_audio: true``, the text in one ``input.text``). Each tree's server runs alone, with ``PYTHONPATH``
+at that tree's ``src/`` (same virtualenv), in rounds that alternate the trees so both see the same machine.
+With ``--open-loop-s`` each round also runs ``speakwire bench open-loop --url ... --levels 70`` at a fixed
+``--capacity`` against the same server.
+
+    python -m bench.front_ab --tree base=/work/base570 --tree head=. --rounds 3 --out bench/results/front-ab-2core
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import websockets
+
+from speakwire.bench.servers import speakwire_server
+
+TEXT = (
+    "The quick brown fox jumps over the lazy dog. A journey of a thousand miles begins with a single step, "
+    "they say today."
+)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def loop_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of the process's main thread (uvicorn's event loop)."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def http_request(url: str, fmt: str) -> int:
+    body = {"model": "tts-1", "input": TEXT, "voice": "alloy", "response_format": fmt, "stream_format": "audio"}
+    with httpx.Client(timeout=60) as client:
+        response = client.post(f"{url}/v1/audio/speech", json=body)
+        response.raise_for_status()
+        return len(response.content)
+
+
+async def ws_request(url: str) -> int:
+    received = 0
+    async with websockets.connect(url.replace("http", "ws") + "/v1/audio/speech/stream") as ws:
+        await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
+        await ws.send(json.dumps({"type": "input.text", "text": TEXT}))
+        await ws.send(json.dumps({"type": "input.done"}))
+        async for message in ws:
+            if isinstance(message, bytes):
+                received += len(message)
+            elif json.loads(message).get("type") == "session.done":
+                return received
+    return received
+
+
+def one(url: str, kind: str) -> int:
+    if kind == "ws-pcm":
+        return asyncio.run(ws_request(url))
+    return http_request(url, kind.removeprefix("http-"))
+
+
+def measure(url: str, pid: int, kind: str, requests: int) -> float:
+    """Event-loop CPU milliseconds per utterance of ``kind``."""
+    for _ in range(2):
+        one(url, kind)  # warm: encoders opened, caches filled
+    before = loop_cpu_s(pid)
+    for _ in range(requests):
+        one(url, kind)
+    return (loop_cpu_s(pid) - before) * 1000 / requests
+
+
+def open_loop_p95(url: str, out: Path, level_s: float, capacity: float) -> dict[str, object]:
+    cmd = [sys.executable, "-m", "speakwire", "bench", "open-loop", "--url", url, "--levels", "70",
+           "--level-s", str(level_s), "--burst", "0", "--capacity", str(capacity), "--out", str(out)]  # fmt: skip
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    found = sorted(out.rglob("*.json"))
+    return json.loads(found[-1].read_text()) if found else {}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tree", action="append", required=True, help="NAME=PATH of a checkout (its src/ is used)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--kinds", default="http-pcm,http-mp3,ws-pcm")
+    parser.add_argument("--open-loop-s", type=float, default=0.0, help="seconds of arrivals at 70%% (0: skip)")
+    parser.add_argument("--capacity", type=float, default=10.0, help="real-time streams taken as 100%%")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    trees = dict(item.split("=", 1) for item in args.tree)
+    kinds = args.kinds.split(",")
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, dict[str, list[float]]] = {name: {k: [] for k in kinds} for name in trees}
+    open_loop: dict[str, list[object]] = {name: [] for name in trees}
+    for round_index in range(args.rounds):
+        for name, path in trees.items():
+            os.environ["PYTHONPATH"] = str(Path(path).resolve() / "src")  # the server's tree, not the clients'
+            with speakwire_server(args.out / "logs", name=f"{name}-{round_index}") as server:
+                os.environ.pop("PYTHONPATH", None)
+                assert server.pid is not None
+                for kind in kinds:
+                    ms = measure(server.url, server.pid, kind, args.requests)
+                    results[name][kind].append(round(ms, 2))
+                    print(f"round {round_index} {name} {kind}: {ms:.2f} ms loop CPU per utterance", flush=True)
+                if args.open_loop_s:
+                    report = open_loop_p95(server.url, args.out / f"open-loop-{name}-{round_index}",
+                                           args.open_loop_s, args.capacity)  # fmt: skip
+                    open_loop[name].append(report)
+            time.sleep(2)
+    os.environ.pop("PYTHONPATH", None)
+    summary = {
+        "machine": f"{os.cpu_count()} cores",
+        "requests_per_kind": args.requests,
+        "text_chars": len(TEXT),
+        "loop_cpu_ms": results,
+        "loop_cpu_ms_median": {n: {k: statistics.median(v) for k, v in r.items()} for n, r in results.items()},
+    }
+    (args.out / "loop_cpu.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary["loop_cpu_ms_median"], indent=2))
+
+
+if __name__ == "__main__":
+    main()
