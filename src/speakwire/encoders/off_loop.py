@@ -56,6 +56,8 @@ class LoopEncoder:
         self.content_type = encoder.content_type
         self.sample_rate = encoder.sample_rate
         self._threaded = off_loop(encoder)
+        self.inline = not self._threaded
+        """A byte cast (PCM, WAV, G.711): callers on the loop may call ``encoder.encode`` directly, no await."""
         self._last: Future[bytes] | None = None
 
     def header(self) -> bytes:

@@ -101,8 +101,11 @@ class AudioOut:
                 samples = event.samples if spec.gain == 1.0 else event.samples * spec.gain
                 count = len(samples)
                 data = b""
-                if self._encoder is not None:
-                    data = self._pending + await self._encoder.encode(samples)
+                encoder = self._encoder
+                if encoder is not None:
+                    # A byte cast is called directly: an await per chunk costs the loop more than the cast.
+                    encoded = encoder.encoder.encode(samples) if encoder.inline else await encoder.encode(samples)
+                    data = self._pending + encoded
                     self._pending = b""
                 else:
                     gathered.append(samples)
