@@ -2,8 +2,8 @@
 
 The key travels in whichever header the client's protocol uses for its vendor's key
 (``offered_key``): ``Authorization: Bearer`` (OpenAI, Cartesia), ``Authorization: Token``
-(Deepgram), ``xi-api-key`` (ElevenLabs) or ``X-API-Key`` (Cartesia's older clients), so every
-dialect's SDK authenticates with its own api_key setting.
+(Deepgram), ``Authorization: Api-Key`` (Baseten), ``xi-api-key`` (ElevenLabs) or ``X-API-Key``
+(Cartesia's older clients), so every dialect's SDK authenticates with its own api_key setting.
 
 /metrics and the API docs say a lot about a deployment (traffic, voices, versions), so with a key they
 need it too — Prometheus sends it with ``authorization: {credentials: KEY}`` — unless the operator opens
@@ -42,12 +42,17 @@ KEY_QUERY_PARAMS = ("api_key", "xi-api-key", "token", "access_token")
 """Query parameters that carry it, for clients that cannot set headers (browsers' WebSocket)."""
 
 
+AUTHORIZATION_SCHEMES = ("bearer", "token", "api-key")
+"""``Authorization`` schemes that carry our key: ``Bearer`` (OpenAI, Cartesia), ``Token`` (Deepgram), ``Api-Key``
+(Baseten: LiveKit's Baseten plugins send ``Api-Key KEY``)."""
+
+
 def authorization_key(header: str | None) -> str | None:
-    """The credential of ``Authorization: Bearer <key>`` or ``Authorization: Token <key>`` (Deepgram)."""
+    """The credential of ``Authorization: <scheme> <key>`` for a scheme in ``AUTHORIZATION_SCHEMES`` (any case)."""
     if not header:
         return None
     scheme, _, credential = header.strip().partition(" ")
-    if scheme.lower() in ("bearer", "token") and credential.strip():
+    if scheme.lower() in AUTHORIZATION_SCHEMES and credential.strip():
         return credential.strip()
     return None
 
