@@ -18,6 +18,18 @@ sentence's ``audio.done`` carries ``timestamp_info.word_alignment`` — ``words`
 works with every framing (``stream_audio`` true or false, any ``response_format``) and beside ``word_timestamps``.
 ``timestamp_info`` is null for a sentence the engine could not time. Only ``sync`` is offered: an ``async``
 strategy (timings interleaved anywhere) is refused, as is any other value of either field.
+
+``voice.add`` and ``voice.list`` are Baseten's voice-library control messages (LiveKit's Baseten plugin,
+``qwen3_tts.register_voice`` / ``list_voices``, sends each as the first message of a socket of its own, before any
+``session.config``, and reads one reply). ``voice.add`` carries ``name``, ``consent``, ``audio_data`` (base64, or a
+``data:`` URI), ``audio_format`` (the clip's file extension) and optionally ``ref_text`` (plus our library's
+``speaker_description`` and ``language``); it is answered ``voice.added`` with ``success: true`` and the saved
+``voice``, described as ``POST /v1/audio/voices`` describes it. ``voice.list`` is answered ``voice.listed`` with the
+catalogue ``GET /v1/audio/voices`` gives (built-in ``voices``, saved ``uploaded_voices``). Both are answered from the
+server's voice library by the same code as those routes (``server.voices.serving``), so the same validation and
+consent rules hold; a refusal is an ``error`` event (with ``success: false`` and the ``param`` at fault) and the
+session goes on. Baseten's own reply types are not published; the plugin reads only ``type == "error"``,
+``success`` and ``voice``, which these replies carry.
 """
 
 from __future__ import annotations
@@ -28,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from speakwire.errors import BadRequestError
+from speakwire.errors import BadRequestError, SpeakwireError
 from speakwire.server.auth import key_matches
 from speakwire.server.limits import (
     CLOSE_GOING_AWAY,
@@ -45,6 +57,8 @@ from speakwire.server.limits import (
 from speakwire.server.options import SpeechOptions, voice_name
 from speakwire.text.alignment import WordTiming
 from speakwire.text.segmenter import Granularity
+from speakwire.voices.audio import MAX_AUDIO_BYTES
+from speakwire.voices.fields import VoiceFields, voice_fields
 
 # Limits and close codes are every dialect's (``server.limits``); named here as this protocol uses them.
 __all__ = [
@@ -53,7 +67,7 @@ __all__ = [
 ]  # fmt: skip
 
 ClientEventType = Literal["session.config", "input.text", "input.done", "input.cancel", "response.cancel",
-                          "session.close"]  # fmt: skip
+                          "session.close", "voice.add", "voice.list"]  # fmt: skip
 CLIENT_EVENT_TYPES: tuple[str, ...] = ClientEventType.__args__  # type: ignore[attr-defined]
 
 _CONFIG_FIELDS = {
@@ -62,6 +76,14 @@ _CONFIG_FIELDS = {
     "speaker_embedding", "stream_audio", "split_granularity", "seed", "word_timestamps", "sample_rate",
     "api_key", "close_after_done", "timestamp_type", "timestamp_transport_strategy",
 }  # fmt: skip
+
+VOICE_ADD_FIELDS = ("type", "name", "consent", "audio_data", "audio_format", "ref_text", "speaker_description",
+                    "language", "api_key")  # fmt: skip
+MAX_VOICE_ADD_BYTES = MAX_AUDIO_BYTES * 4 // 3 + 64 * 1024
+"""A ``voice.add`` message: the library's largest clip in base64, and room for its other fields."""
+_AUDIO_FORMATS = {"mp3": "audio/mpeg", "m4a": "audio/mp4", "aac": "audio/mp4", "mp4": "audio/mp4", "oga": "audio/ogg",
+                  "opus": "audio/ogg"}  # fmt: skip
+"""``audio_format`` (a file extension) → media type where it is not ``audio/<extension>``."""
 
 TIMESTAMP_TYPES = ("none", "word")
 """Baseten's ``timestamp_type`` values we accept (null is ``none``)."""
@@ -188,7 +210,84 @@ def _bool(message: dict[str, Any], key: str, default: bool) -> bool:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class VoiceUpload:
+    """A checked ``voice.add``: the voice's metadata and its clip's bytes (not yet decoded as audio)."""
+
+    fields: VoiceFields
+    audio: bytes
+    mime_type: str | None
+
+
+def parse_voice_add(message: dict[str, Any]) -> VoiceUpload:
+    """Check a ``voice.add``'s fields (the library's ``voice_fields`` rules) and decode its base64 audio.
+
+    Whether the bytes are audio of an accepted length, and whether the name is free, the library decides.
+
+    Raises:
+        BadRequestError: An unknown field, bad metadata (name, missing consent, ...), or audio that is not base64.
+    """
+    unknown = sorted(set(message) - set(VOICE_ADD_FIELDS))
+    if unknown:
+        accepted = ", ".join(name for name in VOICE_ADD_FIELDS if name != "type")
+        raise BadRequestError(
+            f"Unrecognized voice.add field(s): {', '.join(unknown)}. Accepted: {accepted}.", param=unknown[0]
+        )
+    fields = voice_fields(
+        name=message.get("name"),
+        consent=message.get("consent"),
+        ref_text=message.get("ref_text"),
+        speaker_description=message.get("speaker_description"),
+        language=message.get("language"),
+    )
+    audio_format = _str(message, "audio_format")
+    data, media_type = _base64_audio(message.get("audio_data"))
+    if media_type is None and audio_format and audio_format.strip():
+        extension = audio_format.strip().lower().lstrip(".")
+        media_type = _AUDIO_FORMATS.get(extension, f"audio/{extension}")
+    return VoiceUpload(fields, data, media_type)
+
+
+def _base64_audio(value: Any) -> tuple[bytes, str | None]:
+    """``audio_data``: plain base64 or a ``data:<type>;base64,`` URI; the bytes and the URI's media type."""
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequestError(
+            "voice.add needs 'audio_data': the reference clip (1–30 s; WAV, FLAC, MP3, OGG/Opus, M4A/AAC or WebM) "
+            "in base64.",
+            param="audio_data",
+        )
+    text, media_type = value.strip(), None
+    if text[:5].lower() == "data:":
+        header, _, text = text.partition(",")
+        media_type = header[5:].split(";", 1)[0].strip() or None
+    try:
+        return base64.b64decode("".join(text.split()), validate=True), media_type
+    except ValueError as exc:  # binascii.Error is a ValueError
+        raise BadRequestError("'audio_data' is not valid base64.", param="audio_data") from exc
+
+
 # ----- server events ----------------------------------------------------------------------
+
+
+def voice_added(voice: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a ``voice.add``: the saved voice as ``POST /v1/audio/voices`` describes it."""
+    return {"type": "voice.added", "success": True, "voice": voice}
+
+
+def voices_listed(catalogue: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a ``voice.list``: ``GET /v1/audio/voices``'s catalogue (``voices``, ``uploaded_voices``, ...)."""
+    return {"type": "voice.listed", **catalogue}
+
+
+VOICE_ERROR_CODES = {400: "invalid_voice", 404: "voice_not_found", 409: "voice_exists", 413: "too_large",
+                     503: "not_ready"}  # fmt: skip
+
+
+def voice_error(request: str, exc: SpeakwireError) -> dict[str, Any]:
+    """A refused ``voice.add`` / ``voice.list``: an ``error`` event with the library's message and field; the
+    session goes on."""
+    return error_event(f"{request} failed: {exc.message}", code=VOICE_ERROR_CODES.get(exc.status_code, "voice_failed"),
+                       param=exc.param, success=False)  # fmt: skip
 
 
 def error_event(message: str, *, code: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -332,7 +431,19 @@ class CloseSession:
     """``session.close``: finish what was said, then close 1000."""
 
 
-Action = Reply | Fatal | Configure | SpeakText | FinishInput | CancelAll | CloseSession
+@dataclass(frozen=True, slots=True)
+class AddVoice:
+    """``voice.add``: save ``upload`` in the voice library, then answer ``voice_added`` (or ``voice_error``)."""
+
+    upload: VoiceUpload
+
+
+@dataclass(frozen=True, slots=True)
+class ListVoices:
+    """``voice.list``: answer ``voices_listed`` with the voice library's catalogue (or ``voice_error``)."""
+
+
+Action = Reply | Fatal | Configure | SpeakText | FinishInput | CancelAll | CloseSession | AddVoice | ListVoices
 
 
 def fatal(message: str, close: int, **extra: Any) -> Fatal:
@@ -358,18 +469,25 @@ class StreamProtocol:
         if isinstance(message, bytes):
             return Reply(error_event("Binary frames are not accepted; send JSON text events.",
                                      code="binary_not_supported"))  # fmt: skip
-        if len(message) > MAX_CONFIG_BYTES and len(message.encode(errors="surrogatepass")) > MAX_CONFIG_BYTES:
-            return fatal(f"Message exceeds {MAX_CONFIG_BYTES} bytes.", CLOSE_TOO_BIG, code="too_large")
+        size = len(message.encode(errors="surrogatepass")) if len(message) > MAX_CONFIG_BYTES else 0
+        if size > MAX_VOICE_ADD_BYTES:
+            return fatal(f"Message exceeds {MAX_VOICE_ADD_BYTES} bytes.", CLOSE_TOO_BIG, code="too_large")
         try:
             event = json.loads(message)
         except json.JSONDecodeError as exc:
+            if size > MAX_CONFIG_BYTES:
+                return fatal(f"Message exceeds {MAX_CONFIG_BYTES} bytes.", CLOSE_TOO_BIG, code="too_large")
             return Reply(error_event(f"Invalid JSON: {exc.msg} at position {exc.pos}.", code="invalid_json"))
         kind = event.get("type") if isinstance(event, dict) else None
+        if size > MAX_CONFIG_BYTES and kind != "voice.add":  # only a voice.add carries a whole reference clip
+            return fatal(f"Message exceeds {MAX_CONFIG_BYTES} bytes.", CLOSE_TOO_BIG, code="too_large")
         if kind not in CLIENT_EVENT_TYPES:
             expected = ", ".join(CLIENT_EVENT_TYPES)
             return Reply(error_event(f"Unknown event type {kind!r}; expected one of {expected}.", code="unknown_type"))
         if kind == "session.config":
             return self._config(event)
+        if kind in ("voice.add", "voice.list"):  # the library needs no session: answered before session.config too
+            return self._voice(kind, event)
         if self.config is None:
             return Reply(error_event(f"Send session.config before {kind}.", code="no_config"))
         if kind == "input.text":
@@ -398,17 +516,33 @@ class StreamProtocol:
         if self.utterance_open:
             return Reply(error_event("An utterance is open: send input.done first, then session.config.",
                                      code="utterance_open"))  # fmt: skip
+        if (refused := self._authorize(event)) is not None:
+            return refused
+        try:
+            return Configure(parse_config(event))
+        except BadRequestError as exc:
+            return fatal(f"Invalid session.config: {exc.message}", CLOSE_POLICY, code="invalid_config",
+                         param=exc.param)  # fmt: skip
+
+    def _authorize(self, event: dict[str, Any]) -> Fatal | None:
+        """None once the client is authorized (its header, or this message's ``api_key``); else the refusal."""
         if not self.authorized:
             offered = event.get("api_key")
             if not key_matches(self._api_key, offered if isinstance(offered, str) else None):
                 return fatal("Missing or invalid API key (header, ?api_key= or session.config api_key).",
                              CLOSE_POLICY, code="unauthorized")  # fmt: skip
             self.authorized = True
+        return None
+
+    def _voice(self, kind: str, event: dict[str, Any]) -> Action:
+        if (refused := self._authorize(event)) is not None:
+            return refused
+        if kind == "voice.list":
+            return ListVoices()
         try:
-            return Configure(parse_config(event))
+            return AddVoice(parse_voice_add(event))
         except BadRequestError as exc:
-            return fatal(f"Invalid session.config: {exc.message}", CLOSE_POLICY, code="invalid_config",
-                         param=exc.param)  # fmt: skip
+            return Reply(voice_error("voice.add", exc))
 
     def _text(self, event: dict[str, Any]) -> Action:
         text = event.get("text")

@@ -4,6 +4,10 @@
 admits utterances, and speaks each through the output stage on a speaker of its ``SpeakerChain``, so
 utterances never interleave while the next may already synthesize. The lifetime (draining, idle, going
 away, internal errors, cancelling everything at the end) is ``server.session.WebSocketSession``'s.
+
+``voice.add`` / ``voice.list`` go to the voice library through ``server.voices.serving``, the code the HTTP voice
+routes use. They are awaited where they arrive, so each reply comes before anything a later message causes
+(utterances already speaking go on meanwhile: their speakers are tasks of their own).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from speakwire.server.session import WebSocketSession
 from speakwire.server.speakers import Speaker, SpeakerChain
 from speakwire.server.state import ServerState
 from speakwire.server.stream import protocol as p
+from speakwire.server.voices.serving import catalogue, describe, save_voice, serving_info
 from speakwire.server.websocket_channel import ChannelClosed
 from speakwire.text.alignment import WordTiming
 
@@ -128,6 +133,10 @@ class StreamSession(WebSocketSession):
             await self._on_cancel()
         elif isinstance(action, p.CloseSession):
             await self._on_session_close()
+        elif isinstance(action, p.AddVoice):
+            await self._add_voice(action.upload)
+        elif isinstance(action, p.ListVoices):
+            await self._list_voices()
 
     async def _configure(self, config: p.StreamConfig) -> None:
         try:
@@ -209,6 +218,23 @@ class StreamSession(WebSocketSession):
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await item.speaker.task
         await self.fatal(p.CLOSE_NORMAL, "session.close")
+
+    async def _add_voice(self, upload: p.VoiceUpload) -> None:
+        try:
+            voice = await save_voice(self.state, upload.fields, upload.audio, mime_type=upload.mime_type,
+                                     audio_param="audio_data")  # fmt: skip
+        except SpeakwireError as exc:
+            await self._act(p.Reply(p.voice_error("voice.add", exc)))
+            return
+        await self._send(p.voice_added(describe(voice, serving_info(self.state))))
+
+    async def _list_voices(self) -> None:
+        try:
+            listed = await catalogue(self.state)
+        except SpeakwireError as exc:
+            await self._act(p.Reply(p.voice_error("voice.list", exc)))
+            return
+        await self._send(p.voices_listed(listed))
 
     def _named(self, event: dict[str, Any]) -> dict[str, Any]:
         """An error names what it is about: the open utterance's request id, else the connection's."""

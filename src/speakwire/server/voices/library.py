@@ -115,12 +115,14 @@ class VoiceLibrary:
         mime_type: str | None,
         engine: Engine | None,
         scheduler: Scheduler | None,
+        audio_param: str = "audio_sample",
     ) -> SavedVoice:
         """Normalise the upload and save it; with a ready engine that stores prompts, compute its prompt first
-        so the voice's first request is as fast as every later one (and a bad reference fails here)."""
+        so the voice's first request is as fast as every later one (and a bad reference fails here).
+        ``audio_param`` is the clip's field in the client's protocol, named by an error about the audio."""
         if await self.find(fields.name) is not None:  # before the slow part; the store decides races
             raise name_taken(fields.name)
-        audio = await self._off_loop(normalise_reference, data, mime_type=mime_type)
+        audio = await self._off_loop(normalise_reference, data, mime_type=mime_type, param=audio_param)
         prompts: tuple[PromptFile, ...] = ()
         item = None
         if engine is not None and scheduler is not None and stores_prompts(engine.info):

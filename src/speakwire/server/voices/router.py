@@ -20,14 +20,11 @@ from fastapi import APIRouter, Request
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 
-from speakwire.engines.base import Engine, EngineInfo
-from speakwire.errors import BadRequestError, NotReadyError, SpeakwireError
-from speakwire.scheduler import Scheduler
+from speakwire.errors import BadRequestError, SpeakwireError
 from speakwire.server.state import ServerState
-from speakwire.server.voices.library import VoiceLibrary, cannot_clone_message
 from speakwire.server.voices.protocol import error_response, read_archive_upload, read_upload
+from speakwire.server.voices.serving import catalogue, describe, save_voice, serving_info, voice_library
 from speakwire.voices.archive import MEDIA_TYPE, SUFFIX
-from speakwire.voices.models import CLONING_ENGINES, SavedVoice
 
 router = APIRouter()
 
@@ -72,59 +69,9 @@ def _state(request: Request) -> ServerState:
     return state
 
 
-def _library(state: ServerState) -> VoiceLibrary:
-    if state.voices is None:
-        raise NotReadyError("The voice library is not open yet; retry shortly.")
-    return state.voices
-
-
-def _serving(state: ServerState) -> tuple[Engine | None, Scheduler | None]:
-    """The engine and its scheduler once ready; the library works without them (store only)."""
-    if state.ready and state.engine is not None and state.pipeline is not None:
-        return state.engine, state.pipeline.scheduler
-    return None, None
-
-
-def describe(voice: SavedVoice, info: EngineInfo | None) -> dict[str, object]:
-    """A saved voice for clients, with which engines can speak it and the models that cached a prompt."""
-    body = voice.describe()
-    compatibility: dict[str, object] = {
-        "engines": list(CLONING_ENGINES),
-        "prompts": [{"engine": p.engine, "model": p.model, "created_at": int(p.created_at)} for p in voice.prompts],
-    }
-    if info is not None:
-        compatibility["usable_here"] = info.supports_cloning
-        compatibility["prompt_cached_here"] = any((p.engine, p.model) == (info.name, info.model) for p in voice.prompts)
-        if not info.supports_cloning:
-            compatibility["reason"] = cannot_clone_message(voice.name, info)
-    body["compatibility"] = compatibility
-    return body
-
-
-async def _catalogue(state: ServerState) -> dict[str, object]:
-    engine, _, _ = state.require_ready()
-    info = engine.info
-    saved = await _library(state).list_voices()
-    return {
-        "voices": list(info.voices),
-        "default_voice": info.default_voice or None,
-        "aliases": state.voice_aliases(info),
-        "engine": info.name,
-        "model": info.model,
-        "languages": list(info.languages),
-        "supports_cloning": info.supports_cloning,
-        "uploaded_voices": [describe(voice, info) for voice in saved],
-    }
-
-
-def _info(state: ServerState) -> EngineInfo | None:
-    engine, _ = _serving(state)
-    return engine.info if engine is not None else None
-
-
 @router.get("/v1/audio/voices", summary="Voices: the engine's built-in ones, and saved (uploaded) voices.")
 async def list_voices(request: Request) -> dict[str, object]:
-    return await _catalogue(_state(request))
+    return await catalogue(_state(request))
 
 
 @router.post(
@@ -138,16 +85,13 @@ async def create_voice(request: Request) -> Response:
     try:
         upload = await read_upload(request, allow_remote=state.settings.allow_remote_ref_audio)
         if upload is None:
-            return JSONResponse(await _catalogue(state))  # an empty POST lists (SageMaker /invocations)
-        engine, scheduler = _serving(state)
-        voice = await _library(state).add(
-            upload.fields, upload.audio, mime_type=upload.mime_type, engine=engine, scheduler=scheduler
-        )
+            return JSONResponse(await catalogue(state))  # an empty POST lists (SageMaker /invocations)
+        voice = await save_voice(state, upload.fields, upload.audio, mime_type=upload.mime_type)
     except HTTPException as exc:  # the multipart parser's own 400s
         return error_response(BadRequestError(str(exc.detail)))
     except SpeakwireError as exc:
         return error_response(exc)
-    return JSONResponse({"success": True, "voice": describe(voice, _info(state))})
+    return JSONResponse({"success": True, "voice": describe(voice, serving_info(state))})
 
 
 @router.post("/v1/audio/voices/import", summary="Save a voice from a .swv file (multipart 'file', or base64 JSON).")
@@ -155,28 +99,28 @@ async def import_voice(request: Request) -> Response:
     state = _state(request)
     try:
         upload = await read_archive_upload(request)
-        voice = await _library(state).import_archive(upload.data, name=upload.name)
+        voice = await voice_library(state).import_archive(upload.data, name=upload.name)
     except HTTPException as exc:
         return error_response(BadRequestError(str(exc.detail)))
     except SpeakwireError as exc:
         return error_response(exc)
-    return JSONResponse({"success": True, "voice": describe(voice, _info(state))})
+    return JSONResponse({"success": True, "voice": describe(voice, serving_info(state))})
 
 
 @router.get("/v1/audio/voices/{name}", summary="One saved voice.")
 async def get_voice(request: Request, name: str) -> Response:
     state = _state(request)
     try:
-        voice = await _library(state).get(name)
+        voice = await voice_library(state).get(name)
     except SpeakwireError as exc:
         return error_response(exc)
-    return JSONResponse({"success": True, "voice": describe(voice, _info(state))})
+    return JSONResponse({"success": True, "voice": describe(voice, serving_info(state))})
 
 
 @router.get("/v1/audio/voices/{name}/export", summary="Download a saved voice as one .swv file.")
 async def export_voice(request: Request, name: str) -> Response:
     try:
-        voice, data = await _library(_state(request)).export(name)
+        voice, data = await voice_library(_state(request)).export(name)
     except SpeakwireError as exc:
         return error_response(exc)
     disposition = f'attachment; filename="{voice.name}{SUFFIX}"'  # names are plain ASCII tokens
@@ -186,7 +130,7 @@ async def export_voice(request: Request, name: str) -> Response:
 @router.delete("/v1/audio/voices/{name}", summary="Delete a saved voice.")
 async def delete_voice(request: Request, name: str) -> Response:
     try:
-        voice = await _library(_state(request)).delete(name)
+        voice = await voice_library(_state(request)).delete(name)
     except SpeakwireError as exc:
         return error_response(exc)
     return JSONResponse({"success": True, "message": f"Voice '{voice.name}' deleted successfully"})
