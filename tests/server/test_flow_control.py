@@ -149,6 +149,13 @@ WS_CASES = [
     WsCase("deepgram", "deepgram", "/v1/speak?encoding=linear16&sample_rate=24000",
            lambda text: [{"type": "Speak", "text": text}, {"type": "Flush"}], _binary,
            lambda m: _json(m).get("type") == "Flushed"),
+    WsCase("magpie", "magpie", "/invocations-bidirectional-stream",
+           lambda text: [{"type": "synthesize_session.update",
+                          "session": {"output_audio_params": {"sample_rate_hz": 24000}}},
+                         {"type": "input_text.append", "text": text}, {"type": "input_text.commit"},
+                         {"type": "input_text.done"}],
+           _b64("audio", lambda e: e.get("type") == "conversation.item.speech.data"),
+           lambda m: _json(m).get("type") == "conversation.item.speech.completed"),
 ]  # fmt: skip
 
 
@@ -230,6 +237,7 @@ HTTP_CASES = [
                            "output_format": S16}),
     HttpCase("deepgram-http", "deepgram", "/v1/speak?encoding=linear16&sample_rate=24000&container=none",
              lambda text: {"text": text}),
+    HttpCase("magpie-http", "magpie", "/invocations", lambda text: {"text": text, "sample_rate_hz": 24000}),
 ]  # fmt: skip
 
 

@@ -1,7 +1,9 @@
 """SageMaker's routes: ``/ping`` (GET and POST; 200 only when ready, not draining) and the bidirectional WebSocket.
 
 ``POST /invocations`` itself is handled by ``routing.InvocationsRouter``, which rewrites it
-to the route the request names.
+to the route the request names. The bidirectional stream's default path serves NVIDIA Magpie's realtime
+protocol when the client's first message is one of its events (pipecat's ``NvidiaSageMakerTTSService``), and
+the speech stream (vLLM-Omni's protocol) otherwise (``first_message``).
 """
 
 from __future__ import annotations
@@ -9,6 +11,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, WebSocket
 from starlette.responses import JSONResponse
 
+from speakwire.server.magpie.protocol import is_realtime_event
+from speakwire.server.magpie.session import MagpieSession
+from speakwire.server.sagemaker.first_message import ReplayingWebSocket, message_text, read_first_message
 from speakwire.server.state import ServerState
 from speakwire.server.stream.session import StreamSession
 
@@ -37,5 +42,13 @@ def _ping(state: ServerState) -> JSONResponse:
 
 @router.websocket("/invocations-bidirectional-stream")
 async def bidirectional_stream(websocket: WebSocket) -> None:
-    """SageMaker's default bidirectional path: the same session as /v1/audio/speech/stream."""
-    await StreamSession(websocket, websocket.app.state.speakwire, protocol="sagemaker").run()
+    """SageMaker's default bidirectional path: Magpie's realtime session if the first message is one of its events,
+    else the same session as /v1/audio/speech/stream (which also answers a client that sent nothing in time)."""
+    state: ServerState = websocket.app.state.speakwire
+    await websocket.accept()
+    first = await read_first_message(websocket, state.settings.ws_config_timeout_s)
+    replaying = ReplayingWebSocket(websocket, first)
+    if is_realtime_event(message_text(first)):
+        await MagpieSession(replaying, state).run()
+    else:
+        await StreamSession(replaying, state, protocol="sagemaker").run()

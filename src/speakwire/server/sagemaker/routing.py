@@ -5,6 +5,11 @@ SageMaker only forwards ``/invocations``; like the vLLM-Omni container we read t
 and rewrite the request path. Unlike it, a request without a route goes to the default
 route (``/v1/audio/speech``) instead of an unrelated handler, and an unknown route is a
 clear 404 naming the routes that exist.
+
+One body names its protocol instead: NVIDIA's Magpie wrapper takes JSON ``{text, voice_name, language_code,
+sample_rate_hz}`` on ``/invocations`` with no custom attributes (pipecat's ``NvidiaSageMakerHTTPTTSService``
+sends it so), so a JSON body with ``text`` and no ``input`` and no route goes to Magpie's route. The body is
+read here to tell (up to ``MAX_PEEK_BYTES``; a larger one is not Magpie's) and handed on unchanged.
 """
 
 from __future__ import annotations
@@ -14,10 +19,15 @@ import re
 
 from fastapi import FastAPI
 from starlette.routing import Match
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from speakwire.server.magpie.protocol import INVOCATIONS_PATH as MAGPIE_PATH
+from speakwire.server.magpie.protocol import is_http_body
 
 ROUTE_ATTRIBUTE = re.compile(r"route=(/[^\s,]+)")
 CUSTOM_ATTRIBUTES = b"x-amzn-sagemaker-custom-attributes"
+MAX_PEEK_BYTES = 1024 * 1024
+"""The largest body read to tell whether it is Magpie's (text and a few settings)."""
 INVOCATION_SCOPE_KEY = "speakwire.sagemaker_invocation"
 """Set on rewritten scopes, so auth can trust SageMaker's IAM-authenticated invocations."""
 
@@ -45,7 +55,12 @@ class InvocationsRouter:
         header = next(
             (v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == CUSTOM_ATTRIBUTES), None
         )
-        target = route_from_attributes(header) or self.default_route
+        target = route_from_attributes(header)
+        if target is None and _is_json(scope):
+            receive, body = await peek_body(receive, MAX_PEEK_BYTES)
+            if body is not None and _magpie_body(body):
+                target = MAGPIE_PATH
+        target = target or self.default_route
         path, _, query = target.partition("?")
         method = self._method_for(path, scope["method"])
         if method is None:
@@ -73,3 +88,41 @@ class InvocationsRouter:
         body = json.dumps({"error": {"message": message, "type": "NotFoundError", "param": "route", "code": 404}})
         await send({"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": body.encode()})
+
+
+def _is_json(scope: Scope) -> bool:
+    content_type = next((v for k, v in scope.get("headers", []) if k.lower() == b"content-type"), b"")
+    media = content_type.split(b";")[0].strip().lower()
+    return media == b"application/json" or media.endswith(b"+json")
+
+
+def _magpie_body(body: bytes) -> bool:
+    if b'"text"' not in body:  # most bodies are OpenAI's: no second parse of their JSON
+        return False
+    try:
+        return is_http_body(json.loads(body))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+async def peek_body(receive: Receive, limit: int) -> tuple[Receive, bytes | None]:
+    """Read a request body of at most ``limit`` bytes; a ``receive`` that hands it on again, and the body (None
+    when it is longer, or the client left before its end)."""
+    messages: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        if size > limit or not message.get("more_body", False):
+            break
+    last = messages[-1]
+    whole = last["type"] == "http.request" and not last.get("more_body", False) and size <= limit
+    body = b"".join(m.get("body", b"") for m in messages) if whole else None
+
+    async def replay() -> Message:
+        return messages.pop(0) if messages else await receive()
+
+    return replay, body

@@ -1,0 +1,49 @@
+"""SageMaker's default bidirectional path speaks two protocols, told apart by the client's first message.
+
+The path has no query or subpath to say which (pipecat's ``NvidiaSageMakerTTSService`` opens the stream with
+no ``model_invocation_path``), so the connection is accepted, its first message read, and the session chosen
+by it then runs on a ``ReplayingWebSocket``: the same connection, already accepted, whose first ``receive``
+gives that message back. A session therefore reads its protocol from the start as on any other path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.types import Message
+from starlette.websockets import WebSocket, WebSocketState
+
+
+async def read_first_message(websocket: WebSocket, timeout_s: float) -> Message | None:
+    """The accepted ``websocket``'s first ASGI message (a disconnect included), or None if none came in time."""
+    try:
+        return await asyncio.wait_for(websocket.receive(), timeout=timeout_s)
+    except TimeoutError:
+        return None
+
+
+def message_text(message: Message | None) -> str | None:
+    """The text of a text frame; None for anything else."""
+    if message is None or message["type"] != "websocket.receive":
+        return None
+    text = message.get("text")
+    return text if isinstance(text, str) else None
+
+
+class ReplayingWebSocket(WebSocket):
+    """``accepted`` again, for a session to run on: accepting is a no-op, and ``first`` is received first."""
+
+    def __init__(self, accepted: WebSocket, first: Message | None) -> None:
+        super().__init__(accepted.scope, receive=self._next, send=accepted.send)
+        self.client_state = self.application_state = WebSocketState.CONNECTED
+        self._accepted = accepted
+        self._first = first
+
+    async def accept(self, subprotocol: str | None = None, headers: object = None) -> None:
+        """Already accepted (before its first message was read)."""
+
+    async def _next(self) -> Message:
+        first, self._first = self._first, None
+        if first is not None:
+            return first
+        return await self._accepted.receive()
