@@ -28,6 +28,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from speakwire.bench.qwen3.random_checkpoint import SPECIALS, text_tokenizer_with_roles
 from speakwire.engines.qwen3.compat import import_qwen_tts
 
 CODEBOOK = 64
@@ -68,7 +69,7 @@ def build_tiny_checkpoints(out: Path) -> dict[str, Path]:
     text_tokenizer = _text_tokenizer()
     speech_tokenizer = _speech_tokenizer(torch)
     features = EncodecFeatureExtractor(feature_size=1, sampling_rate=24_000, padding_value=0.0)
-    ids = {name: text_tokenizer.convert_tokens_to_ids(name) for name in _SPECIALS}
+    ids = {name: text_tokenizer.convert_tokens_to_ids(name) for name in SPECIALS}
     generation = {
         "do_sample": True,
         "top_k": 50,
@@ -121,29 +122,9 @@ def build_tiny_checkpoints(out: Path) -> dict[str, Path]:
     return paths
 
 
-_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tts_pad>", "<tts_text_bos>", "<tts_text_eod>")
-
-
 def _text_tokenizer() -> Any:
-    """A byte-level BPE with Qwen's chat special tokens, trained on a few phrases."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import Qwen2TokenizerFast
-
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=list(_SPECIALS), initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    bpe.train_from_iterator(["assistant\n", "user\n", "hello world, this is a tiny test.", "Hi there!"] * 50, trainer)
-    tokenizer = Qwen2TokenizerFast(  # type: ignore[no-untyped-call]
-        tokenizer_object=bpe,
-        unk_token=None,
-        bos_token=None,
-        eos_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-    )
-    tokenizer.add_special_tokens({"additional_special_tokens": list(_SPECIALS[1:])})
+    """The random-architecture checkpoints' tokenizer, checked against the role-token counts the package slices by."""
+    tokenizer = text_tokenizer_with_roles()
     assert len(tokenizer("<|im_start|>assistant\n")["input_ids"]) == 3
     assert len(tokenizer("<|im_end|>\n<|im_start|>assistant\n")["input_ids"]) == 5
     return tokenizer

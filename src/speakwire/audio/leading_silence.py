@@ -19,6 +19,18 @@ ONSET_S = 0.015
 """Kept before the first audible sample."""
 MAX_TRIM_S = 1.0
 """At most this much is trimmed from one utterance."""
+SCAN_BLOCK = 1024
+"""Samples compared per step while looking for the first audible one: speech is found in the first few blocks,
+so a sentence-long chunk costs a few small comparisons, not one over all of it (this runs on the event loop)."""
+
+
+def first_audible(samples: Float32Array) -> int | None:
+    """Index of the first sample louder than ``THRESHOLD``, or None."""
+    for start in range(0, len(samples), SCAN_BLOCK):
+        loud = np.flatnonzero(np.abs(samples[start : start + SCAN_BLOCK]) > THRESHOLD)
+        if len(loud):
+            return start + int(loud[0])
+    return None
 
 
 class LeadingSilenceTrimmer:
@@ -40,9 +52,9 @@ class LeadingSilenceTrimmer:
             return samples
         held = self._held if self._held is not None else samples[:0]
         joined = np.concatenate([held, samples]) if len(held) else samples
-        loud = np.flatnonzero(np.abs(joined) > THRESHOLD)
-        if len(loud):
-            return self._finish(joined, min(max(0, int(loud[0]) - self._onset), self._budget - self.trimmed))
+        first = first_audible(joined)
+        if first is not None:
+            return self._finish(joined, min(max(0, first - self._onset), self._budget - self.trimmed))
         # All silent: drop it, but hold the last onset's worth for a start in the next chunk.
         keep = min(self._onset, len(joined))
         if self.trimmed + len(joined) - keep >= self._budget:

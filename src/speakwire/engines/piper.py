@@ -16,7 +16,7 @@ Working memory is bounded per call whatever a sentence's length: sentences that 
 for latency go through the split voice too, in fixed windows of ``PiperOptions.window_frames``
 (the decoder's tensors and im2col buffers grow ~0.4 MB per frame decoded at once), and each run's
 arena is handed back when it ends (``PiperOptions.arena_shrink``), so a long request reuses one
-call's memory instead of spreading over the heap (``speakwire bench stalled-readers``: a 10,000-character
+call's memory instead of spreading over the heap (``python -m bench.stalled_readers``: a 10,000-character
 request peaked 330-350 MB above idle before).
 
 Word timings: the duration predictor's frames per phoneme id (``piper_split.find_durations``) are an
@@ -63,7 +63,7 @@ _LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spani
 
 @dataclass(frozen=True, slots=True)
 class PiperOptions:
-    """Runtime options of the ONNX sessions (tuned by ``speakwire bench ort-tuning``, see bench/README.md)."""
+    """Runtime options of the ONNX sessions (tuned by ``python -m bench.ort_tuning``, see bench/README.md)."""
 
     intra_op_threads: int = 1
     """Threads one ONNX call may use; applies to every session (whole graph, frontend, decoder)."""
@@ -85,7 +85,7 @@ class PiperOptions:
     nothing is kept between calls, so the arena's growth under mixed lengths (``memory_arena``) cannot happen."""
     memory_arena: bool = False
     """onnxruntime's CPU arena and memory patterns, kept between calls; off because every call has new tensor
-    sizes and they grow without bound under mixed lengths (``engines.allocator``, ``speakwire bench memory-growth``).
+    sizes and they grow without bound under mixed lengths (``engines.allocator``, ``python -m bench.memory_growth``).
     Overrides ``arena_shrink``."""
 
     def __post_init__(self) -> None:

@@ -29,7 +29,8 @@ prompt consumes one token; measured on the tiny checkpoints: frame k has read k 
 about 2.5 words/s, and the position is reported once per decoded chunk (2 to 25 frames, 0.16 to 2 s). So the
 read position runs ahead of the speech by about six words per second of audio and only bounds a word's start
 from below; the sentence labels of ``synthesis.sentence_labels`` cap it with a reading pace and are early or
-late by a word or more. Word timings from that would be estimates, so Qwen3 utterances carry none.
+late by a word or more. Word timings from that would be estimates, so Qwen3 takes its words from an aligner
+run on its finished audio instead (``speakwire.aligners``, ``synthesis.aligning``).
 """
 
 from __future__ import annotations

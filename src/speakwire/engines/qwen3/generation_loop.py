@@ -262,14 +262,20 @@ class LoopStats:
     recent_gap_s: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS))
     """Seconds between the starts of consecutive steps with no sleep between them: a step's own time plus what
     the loop thread did (prefills, hand-overs) or waited for (the GIL) before the next."""
+    recent_host_gap_s: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS))
+    """The same gaps less the admissions and prompts run in them: a step's own time plus the host's overhead
+    and waits (what a thread per stream or a poller would add to), without the new rows' voice prompts and
+    prefills (device work that ``prefill_budget`` bounds)."""
 
     def step_percentiles(self) -> dict[str, float]:
         """The median recent step and the 99th percentile of the recent gaps between step starts (seconds)."""
         steps, gaps = list(self.recent_step_s), list(self.recent_gap_s)
+        host_gaps = list(self.recent_host_gap_s)
         return {
             "step_p50_seconds": statistics.median(steps) if steps else 0.0,
             "step_gap_p50_seconds": statistics.median(gaps) if gaps else 0.0,
             "step_gap_p99_seconds": _percentile(gaps, 0.99),
+            "step_host_gap_p99_seconds": _percentile(host_gaps, 0.99),
         }
 
     def snapshot(self) -> dict[str, float]:
@@ -338,6 +344,9 @@ class GenerationLoop:
         self._closed = False
         self._last_step_start: float | None = None
         """When the last step started, unless the loop slept since (``LoopStats.recent_gap_s``)."""
+        self._prompts_since_step = 0.0
+        """Seconds spent admitting rows and running their prompts since the last step started
+        (``LoopStats.recent_host_gap_s``)."""
         self._thread: threading.Thread | None = None
         self._idle = threading.Event()
         self._idle.set()
@@ -437,7 +446,9 @@ class GenerationLoop:
                     self._waiting.extend(self._incoming)
                     self._incoming.clear()
                 self._drop_cancelled()
+                started = time.perf_counter()
                 progressed = self._admit()
+                self._prompts_since_step += time.perf_counter() - started
                 progressed = self._continue_prefills() or progressed
                 progressed = self._step() or progressed
                 if not progressed:
@@ -580,8 +591,10 @@ class GenerationLoop:
                 logger.exception("qwen3: prompt failed")
                 for active, _ in group:
                     self._end(active.row, RowEnd("error", exc))
+            took = time.perf_counter() - started
             self.stats.prefills += len(group)
-            self.stats.prefill_s += time.perf_counter() - started
+            self.stats.prefill_s += took
+            self._prompts_since_step += took
             progressed = True
             if budget is not None:
                 budget -= cost
@@ -654,8 +667,11 @@ class GenerationLoop:
             return False
         started = time.perf_counter()
         if self._last_step_start is not None:
-            self.stats.recent_gap_s.append(started - self._last_step_start)
+            gap = started - self._last_step_start
+            self.stats.recent_gap_s.append(gap)
+            self.stats.recent_host_gap_s.append(gap - self._prompts_since_step)
         self._last_step_start = started
+        self._prompts_since_step = 0.0
         try:
             self._advance(rows)
             self.failed_steps = 0
