@@ -6,17 +6,15 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-# OpenAI's model and voice names are aliases of whatever this server serves by default,
-# so drop-in OpenAI clients work unchanged. Override with --model-alias / --voice-alias.
+# Re-exported: the voice names live with the other vendors' preset ids.
+from speakwire.voice_presets import OPENAI_VOICE_ALIASES as OPENAI_VOICE_ALIASES
+from speakwire.voice_presets import PRESET_SPEAKER_ALIASES as PRESET_SPEAKER_ALIASES
+
+# OpenAI's model names are aliases of whatever this server serves by default, and its voice names (with every
+# other vendor's stock default voice ids, speakwire.voice_presets) of its default voice, so drop-in clients
+# work unchanged. Override with --model-alias / --voice-alias.
 OPENAI_MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
-OPENAI_VOICE_ALIASES = (
-    "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse", "marin", "cedar",
-)  # fmt: skip
 
-
-PRESET_SPEAKER_ALIASES = ("Vivian", "Serena", "Uncle_Fu", "Dylan", "Eric", "Ryan", "Aiden", "Ono_Anna", "Sohee")
-"""Qwen3-TTS CustomVoice speakers: on an engine without them they mean its default voice, so clients
-written for a Qwen3 server (the AWS sample sends ``voice: "Vivian"``) work against a laptop's Piper."""
 
 MAX_SEED = 2**32 - 1
 """Largest ``default_seed``: 32 bits, which every seeded sampler accepts (Qwen3's torch generators take 64,

@@ -415,8 +415,9 @@ def test_query_defaults_follow_deepgram() -> None:
 def test_model_names_map_to_our_models_and_voices() -> None:
     served = ["piper/en_US-joe-medium"]
     assert p.speech_target(None, served) == (None, None)
-    assert p.speech_target("aura-2-thalia-en", served) == (None, None)
-    assert p.speech_target("aura-asteria-en", served) == (None, None)
+    # Aura names are voices: resolve_speech maps them to the default voice (speakwire.voice_presets).
+    assert p.speech_target("aura-2-thalia-en", served) == (None, "aura-2-thalia-en")
+    assert p.speech_target("aura-asteria-en", served) == (None, "aura-asteria-en")
     assert p.speech_target("PIPER/en_US-joe-medium", served) == ("PIPER/en_US-joe-medium", None)
     assert p.speech_target("my-saved-voice", served) == (None, "my-saved-voice")
 

@@ -31,6 +31,8 @@ from support.audio import decode
 from support.live_server import LiveServer, start_server
 
 TEXT = "Hello from the ElevenLabs SDK. It speaks on speakwire."
+UNKNOWN_VOICE = "UnknownVoiceId000000"
+"""Shaped like an ElevenLabs voice id, and none of the premade ids (Rachel's and the rest mean the default voice)."""
 LONG = " ".join(f"This is sentence number {n} of a long answer that keeps going." for n in range(1, 6))
 PCM_BYTES_PER_S = 24000 * 2
 
@@ -250,10 +252,10 @@ def test_http_timestamps_are_monotone_and_cover_the_text(server: LiveServer) -> 
 def test_http_errors_have_elevenlabs_shape(server: LiveServer) -> None:
     client = client_for(server)
     with pytest.raises(ApiError) as missing:
-        b"".join(client.text_to_speech.convert(voice_id="21m00Tcm4TlvDq8ikWAM", text=TEXT))
+        b"".join(client.text_to_speech.convert(voice_id=UNKNOWN_VOICE, text=TEXT))
     assert missing.value.status_code == 404
     assert missing.value.body["detail"]["status"] == "voice_not_found"
-    assert "21m00Tcm4TlvDq8ikWAM" in missing.value.body["detail"]["message"]
+    assert UNKNOWN_VOICE in missing.value.body["detail"]["message"]
     with pytest.raises(UnprocessableEntityError) as bad_format:
         b"".join(client.text_to_speech.stream(voice_id="alloy", text=TEXT, output_format="mp3_11025_8"))
     assert bad_format.value.body["detail"][0]["loc"] == ["query", "output_format"]
@@ -304,7 +306,7 @@ def test_bad_key_is_an_api_error_and_the_key_may_come_in_the_first_message(keyed
     assert audio
 
 
-@pytest.mark.parametrize(("voice", "query", "error"), [("21m00Tcm4TlvDq8ikWAM", {}, "voice_not_found"),
+@pytest.mark.parametrize(("voice", "query", "error"), [(UNKNOWN_VOICE, {}, "voice_not_found"),
                                                        ("alloy", {"output_format": "mp3_11025_8"},
                                                         "invalid_output_format"),
                                                        ("alloy", {"inactivity_timeout": 500}, "invalid_request"),
@@ -494,7 +496,7 @@ def test_http_responses_name_their_request_in_request_id_as_elevenlabs_does(serv
     whole = raw.convert_with_timestamps(voice_id="alloy", text=TEXT, output_format="pcm_24000")
     assert whole.headers["request-id"] == whole.headers["x-request-id"]
     with pytest.raises(ApiError) as missing:
-        b"".join(client_for(server).text_to_speech.convert(voice_id="21m00Tcm4TlvDq8ikWAM", text=TEXT,
+        b"".join(client_for(server).text_to_speech.convert(voice_id=UNKNOWN_VOICE, text=TEXT,
                                                            request_options=options))  # fmt: skip
     assert missing.value.headers is not None and missing.value.headers["request-id"] == "el-http-1"
     assert wait_idle(server) == 0

@@ -74,8 +74,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--no-preset-voice-aliases",
         action="store_true",
-        help="Answer 404 for OpenAI voice names and Qwen3 preset speakers (Vivian, Ryan, ...) the engine lacks, "
-        "instead of speaking them with the default voice.",
+        help="Refuse (404, or the vendor's own error) the voice names stock clients send by default and the engine "
+        "lacks: OpenAI's, Qwen3's preset speakers (Vivian, ...), ElevenLabs' premade and Cartesia's default voice "
+        "ids, Deepgram's Aura voices (speakwire.voice_presets), instead of speaking them with the default voice.",
     )
     p.add_argument(
         "--wyoming-port",

@@ -7,7 +7,9 @@ A ``voice`` that names a saved voice (``speakwire.voices``) becomes a cloning
 request here — its stored clone prompt (or audio), transcript and mode, task
 ``Base`` — so HTTP, WebSocket and SageMaker clients use saved voices by name alike.
 Built-in speakers keep their names: a saved voice is only looked up for a name the
-engine does not have, and it wins over the OpenAI voice aliases.
+engine does not have, and it wins over the OpenAI voice aliases. ``task_type: "Base"`` with
+any other named voice and no reference speaks that voice on an engine that cannot clone
+(Baseten's convention: ``_task_type``).
 
 A request without a ``seed`` gets the server's ``--seed`` (``Settings.default_seed``) here, so
 every protocol's replies are in the same voice; a request's own seed still wins.
@@ -23,7 +25,7 @@ from speakwire.encoders.registry import AUDIO_FORMATS, default_sample_rate
 from speakwire.engines.base import Engine, SynthesisRequest
 from speakwire.errors import BadRequestError, NotFoundError
 from speakwire.server.state import ServerState
-from speakwire.settings import OPENAI_VOICE_ALIASES, PRESET_SPEAKER_ALIASES
+from speakwire.voice_presets import is_preset_voice
 from speakwire.voices.models import SavedVoice
 
 MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 8000, 48000
@@ -84,16 +86,19 @@ def check_model(state: ServerState, engine: Engine, model: str | None) -> None:
 
 
 def _resolve_voice(state: ServerState, engine: Engine, voice: str | None) -> str | None:
-    """Map preset names (OpenAI's voices, Qwen3's speakers) to the default voice; on models without
-    speakers (Qwen3 Base, VoiceDesign) they mean "the default" too, so drop-in clients that always
-    send a voice keep working."""
+    """Map the names stock clients send by default (``speakwire.voice_presets``: OpenAI's voices, Qwen3's
+    speakers, ElevenLabs', Cartesia's and Deepgram's ids) to the default voice, unless the engine has a voice
+    of that name; on models without speakers (Qwen3 Base, VoiceDesign) they mean "the default" too, so drop-in
+    clients that always send a voice keep working. Any other name goes to the engine, which refuses it."""
     if voice is None:
         return None
     aliases = state.voice_aliases(engine.info)
     if voice.lower() in aliases:
         return aliases[voice.lower()]
-    presets = {name.lower() for name in (*OPENAI_VOICE_ALIASES, *PRESET_SPEAKER_ALIASES)}
-    if not engine.info.voices and state.settings.preset_voice_aliases and voice.lower() in presets:
+    # Listed presets are in the aliases already; this catches an engine without voices, and the Aura voices
+    # no table lists (any ``aura-…-xx`` name).
+    own = (name.lower() for name in engine.info.voices)
+    if state.settings.preset_voice_aliases and is_preset_voice(voice) and voice.lower() not in own:
         return None
     return voice
 
@@ -126,7 +131,7 @@ async def resolve_speech(state: ServerState, engine: Engine, options: SpeechOpti
         language=options.language or (saved.language if saved else None),
         speed=speed,
         instructions=options.instructions or None,
-        task_type=options.task_type or ("Base" if saved else None),
+        task_type=_task_type(engine, options, saved),
         ref_text=saved.ref_text if saved else options.ref_text,
         x_vector_only_mode=saved.x_vector_only_mode if saved else bool(options.x_vector_only_mode),
         seed=state.settings.default_seed if options.seed is None else options.seed,
@@ -141,6 +146,20 @@ async def resolve_speech(state: ServerState, engine: Engine, options: SpeechOpti
     request = engine.validate(request)
     output_rate = default_sample_rate(fmt, options.sample_rate, engine.info.sample_rate)
     return ResolvedSpeech(request, fmt, output_rate, _ignored_by_engine(engine, options))
+
+
+def _task_type(engine: Engine, options: SpeechOptions, saved: SavedVoice | None) -> str | None:
+    """The request's task: a saved voice is cloned (``Base``). ``Base`` with a named voice and no reference means
+    "speak with that voice" on an engine that cannot clone: LiveKit's Baseten plugin sends ``task_type: "Base"``
+    and a voice name by default, and on Baseten the name is a registered clone. Cloning is refused (by the
+    engine) only where a reference is actually sent, or no voice is named."""
+    if saved is not None:
+        return options.task_type or "Base"
+    asks_base = options.task_type is not None and options.task_type.strip().lower() == "base"
+    reference = options.ref_audio or options.ref_text or options.x_vector_only_mode
+    if asks_base and options.voice and not reference and not engine.info.supports_cloning:
+        return None
+    return options.task_type
 
 
 def _ignored_by_engine(engine: Engine, options: SpeechOptions) -> tuple[str, ...]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Protocol
 
 import numpy as np
@@ -21,9 +22,10 @@ from speakwire.server import capacity as cap
 from speakwire.server import gc_heap
 from speakwire.server.metrics import SpeechMetrics
 from speakwire.server.voices.library import VoiceLibrary
-from speakwire.settings import OPENAI_MODEL_ALIASES, OPENAI_VOICE_ALIASES, PRESET_SPEAKER_ALIASES, Settings
+from speakwire.settings import OPENAI_MODEL_ALIASES, Settings
 from speakwire.synthesis import SynthesisPipeline
 from speakwire.synthesis.aligning import AlignerThread
+from speakwire.voice_presets import PRESET_VOICE_NAMES
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,8 @@ class ServerState:
     http_in_flight: int = 0
     """HTTP requests whose response has not sent its last part (``drain.InFlightMiddleware``): a drain waits
     for them as for the utterances in flight, so a whole file synthesized before the signal is sent whole."""
+    _voice_aliases: tuple[EngineInfo, Mapping[str, str]] | None = None
+    """``voice_aliases`` for the engine info it was built from: every request resolves its voice through it."""
 
     @property
     def engine_error(self) -> str | None:
@@ -248,18 +252,25 @@ class ServerState:
         aliases.update(self.settings.model_aliases)
         return aliases
 
-    def voice_aliases(self, info: EngineInfo) -> dict[str, str]:
+    def voice_aliases(self, info: EngineInfo) -> Mapping[str, str]:
         """Lower-cased voice names → one of this engine's voices.
 
-        OpenAI's voice names and Qwen3's preset speakers mean the default voice on an engine that has
-        no voice of that name (``--no-preset-voice-aliases`` turns this off); ``--voice-alias`` entries
-        are added on top. A preset alias never hides a voice the engine really has.
+        The voice names stock clients send by default (OpenAI's, Qwen3's preset speakers, ElevenLabs',
+        Cartesia's and Deepgram's: ``speakwire.voice_presets``) mean the default voice on an engine that
+        has no voice of that name (``--no-preset-voice-aliases`` turns this off); ``--voice-alias`` entries
+        are added on top. A preset alias never hides a voice the engine really has. Built once per engine info
+        (the settings do not change while serving), read-only.
         """
+        cached = self._voice_aliases
+        if cached is not None and cached[0] is info:
+            return cached[1]
         aliases: dict[str, str] = {}
         if info.voices and self.settings.preset_voice_aliases:
             own = {voice.lower() for voice in info.voices}
-            for name in (*OPENAI_VOICE_ALIASES, *PRESET_SPEAKER_ALIASES):
+            for name in PRESET_VOICE_NAMES:
                 if name.lower() not in own:
                     aliases[name.lower()] = info.default_voice
         aliases.update({k.lower(): v for k, v in self.settings.voice_aliases.items()})
-        return aliases
+        table = MappingProxyType(aliases)
+        self._voice_aliases = (info, table)
+        return table

@@ -4,17 +4,22 @@ No sockets and no asyncio here; ``session.py`` (WebSocket) and ``router.py`` (RE
 Facts come from the ``deepgram-sdk`` 7.x wheel (``speak/v1/raw_client.py``, ``socket_client.py``,
 ``types/``) and Deepgram's docs (../shared/reference/dialects.md §5).
 
-**model.** Deepgram names a voice with its model (``aura-2-thalia-en``). Every Aura name (``aura-…``)
-means our default voice, as OpenAI's voice names do on the OpenAI route. Any other value names one of
-our served models (default voice), else one of our voices or saved voices (``model=en_US-joe-medium``,
-``model=my-saved-voice``); an unknown name is refused like a bad parameter (400).
+**model.** Deepgram names a voice with its model (``aura-2-thalia-en``). A value naming one of our served
+models means the default voice; any other names a voice, resolved as every route resolves one: every Aura
+name (``aura-…``, ``speakwire.voice_presets``) means our default voice, as OpenAI's voice names do on the
+OpenAI route (unless ``--no-preset-voice-aliases``, or we have a voice or saved voice of that name), and
+otherwise it is one of our voices or saved voices (``model=en_US-joe-medium``, ``model=my-saved-voice``); an
+unknown name is refused like a bad parameter (400).
 
 **WebSocket.** ``encoding`` linear16 | mulaw | alaw (default linear16), ``sample_rate`` 8000, 16000,
 24000, 32000, 44100 or 48000 for linear16 (default 24000), 8000 or 16000 for µ-law/A-law (default 8000),
 ``speed``. Binary frames carry raw audio. A ``Speak`` feeds the current utterance at once (complete
 sentences start speaking before the ``Flush``, where Deepgram waits for it); ``Flush`` ends the
 utterance and is answered ``Flushed`` after its last audio byte; ``Clear`` drops the text and stops
-the audio now, answered ``Cleared``; ``Close`` closes the socket (1000) now.
+the audio now, answered ``Cleared``; ``Close`` closes the socket (1000) now. ``KeepAlive`` (Deepgram's
+keep-alive on its other sockets, which clients sharing one Deepgram helper send here too) is not answered and
+changes nothing but the idle clock; without it, or any other message, an idle session closes after
+``ws_idle_timeout_s`` (1011 ``NET-0001``, as Deepgram's do).
 
 Sequence ids count flushes: the session's n-th ``Flush`` (from 0) is answered ``Flushed{sequence_id: n}``
 (an empty buffer is flushed too). ``Cleared{sequence_id}`` carries the number of flushes so far, a
@@ -47,7 +52,6 @@ the SDK sends it with ``request_options={"additional_query_parameters": {"seed":
 from __future__ import annotations
 
 import json
-import re
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -83,8 +87,6 @@ _CONTAINERS: dict[str, tuple[str, ...]] = {
 """Containers per encoding; the first is the default."""
 _OUR_FORMATS = {"linear16": "pcm", "mulaw": "ulaw", "alaw": "alaw", "mp3": "mp3", "opus": "opus", "flac": "flac",
                 "aac": "aac"}  # fmt: skip
-
-_AURA_MODEL = re.compile(r"^aura(-\d+)?-[a-z]+-[a-z]{2}$", re.IGNORECASE)
 
 
 class DeepgramError(Exception):
@@ -245,7 +247,7 @@ def _seed(query: Mapping[str, str]) -> int | None:
 
 def speech_target(model: str | None, served_models: Sequence[str]) -> tuple[str | None, str | None]:
     """``(model, voice)`` for ``SpeechOptions`` from Deepgram's ``model`` (see the module docstring)."""
-    if model is None or _AURA_MODEL.match(model):
+    if model is None:
         return None, None
     if model.lower() in (name.lower() for name in served_models):
         return model, None
@@ -297,6 +299,11 @@ class Close:
 
 
 @dataclass(frozen=True, slots=True)
+class KeepAlive:
+    """Resets the idle clock (every message does); nothing is answered."""
+
+
+@dataclass(frozen=True, slots=True)
 class ProtocolWarning:
     """A message that cannot be acted on; the session answers it with a ``Warning`` and goes on."""
 
@@ -304,9 +311,9 @@ class ProtocolWarning:
     description: str
 
 
-Command = Speak | Flush | Clear | Close
-CLIENT_TYPES = ("Speak", "Flush", "Clear", "Close")
-_CONTROLS: dict[str, Command] = {"Flush": Flush(), "Clear": Clear(), "Close": Close()}
+Command = Speak | Flush | Clear | Close | KeepAlive
+CLIENT_TYPES = ("Speak", "Flush", "Clear", "Close", "KeepAlive")
+_CONTROLS: dict[str, Command] = {"Flush": Flush(), "Clear": Clear(), "Close": Close(), "KeepAlive": KeepAlive()}
 
 
 def parse_client_message(message: str | bytes) -> Command | ProtocolWarning:
@@ -408,7 +415,7 @@ class TooBig:
     reason: str
 
 
-Action = SpeakText | FlushTurn | ClearAll | Close | ProtocolWarning | TooBig
+Action = SpeakText | FlushTurn | ClearAll | Close | KeepAlive | ProtocolWarning | TooBig
 
 
 class SpeakConnection:
@@ -431,8 +438,8 @@ class SpeakConnection:
         if isinstance(command, Speak):
             opens, self.open = not self.open, True
             return SpeakText(command.text, opens)
-        if isinstance(command, ProtocolWarning):
-            return command
+        if isinstance(command, ProtocolWarning | KeepAlive):
+            return command  # a keep-alive leaves the open utterance open
         self.open = False
         if isinstance(command, Flush):
             return FlushTurn(self.sequence.next_flush())

@@ -152,6 +152,8 @@ class DeepgramSpeakSession(WebSocketSession):
         elif isinstance(action, p.ClearAll):
             await self.cancel_all()
             await self.channel.send_json(p.cleared(action.sequence_id))
+        elif isinstance(action, p.KeepAlive):
+            pass  # receiving it reset the idle clock; Deepgram answers nothing
         else:  # Close
             await self.cancel_all()
             await self.fatal(CLOSE_NORMAL, "Close")
