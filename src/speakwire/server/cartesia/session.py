@@ -12,6 +12,9 @@ The receive loop never waits for synthesis, so text arriving mid-speech joins it
 context at once. An error in one context (bad voice, bad format, a failed segment) is that context's
 ``error`` event and ends only that context. Each utterance's request id (``<connection id>-<n>``) rides on
 its ``chunk``, ``timestamps`` and ``error`` events; errors about no utterance carry the connection's id.
+
+Cartesia has no keep-alive message: it closes a WebSocket idle for 5 minutes, and its clients count on that
+window (``IDLE_S``), so an idle connection here lasts as long (or ``ws_idle_timeout_s``, when that is longer).
 """
 
 from __future__ import annotations
@@ -40,6 +43,14 @@ from speakwire.server.websocket_channel import ChannelClosed
 logger = logging.getLogger(__name__)
 
 PROTOCOL = "cartesia"
+
+IDLE_S = 300.0
+"""How long a connection with no open context may stay silent: Cartesia's own rule ("We close idle WebSocket
+connections after 5 minutes", docs.cartesia.ai/use-the-api/concurrency-limits-and-timeouts). Its clients send
+nothing to keep a connection open: LiveKit's ``cartesia.TTS`` (livekit-plugins-cartesia 1.8.9) reuses a pooled
+connection for up to 300 s after its last use, and the ``cartesia`` SDK sends only WebSocket pings, which an
+ASGI application never sees. Closing such a connection at the server-wide ``ws_idle_timeout_s`` (30 s) would
+fail the next turn of an agent whose user paused for half a minute."""
 
 
 class Unauthorized(SpeakwireError):
@@ -104,6 +115,10 @@ class CartesiaSession(WebSocketSession):
     def busy(self) -> bool:
         """A context is open: the connection is not idle, however quiet the client."""
         return bool(self._contexts)
+
+    async def next_message(self) -> str | bytes | None:
+        """The next client message, or None after Cartesia's idle window (``IDLE_S``) with no context open."""
+        return await self.channel.receive_idle(max(self.state.settings.ws_idle_timeout_s, IDLE_S), self.busy)
 
     async def say_going_away(self, message: str) -> None:
         """An ``error`` for each open context (or one for the connection)."""
