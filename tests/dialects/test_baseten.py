@@ -139,8 +139,7 @@ async def test_unknown_timestamp_values_get_an_error_naming_the_allowed_ones(
 def test_livekit_baseten_qwen3_plugin_gets_a_timed_transcript(server: LiveServer) -> None:
     async def speak_with_plugin() -> tuple[bytes, set[int], list[TimedString]]:
         http = aiohttp.ClientSession()  # outside an agent worker the plugin needs one handed in
-        # A Piper voice is a preset, not a clone: CustomVoice (the plugin's default Base asks to clone, which
-        # Piper refuses with an invalid_config error saying so).
+        # CustomVoice here; the plugin's default (Base with a named voice) is tested in test_baseten_voices.py.
         tts = baseten.TTS(model="qwen3-tts", model_endpoint=server.ws_url, api_key="local", voice="alloy",
                           task_type="CustomVoice", word_timestamps=True, http_session=http)  # fmt: skip
         assert tts.capabilities.aligned_transcript

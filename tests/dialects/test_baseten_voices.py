@@ -102,6 +102,40 @@ async def plugin_audio(
     return bytes(pcm)
 
 
+def test_the_plugins_defaults_speak_a_named_voice_as_customvoice_does(
+    library_server: LiveServer, builtin_voice: str
+) -> None:
+    text = "This is my voice. It was recorded for the test."
+
+    async def speak_all() -> tuple[bytes, bytes, bytes]:
+        default = await plugin_audio(library_server, builtin_voice, text=text)  # task_type "Base", no reference
+        preset = await plugin_audio(library_server, builtin_voice, text=text, task_type="CustomVoice")
+        # stream(): pieces, then a flush (LiveKit drops text pushed after a flush: one segment per stream).
+        streamed = await plugin_audio(library_server, builtin_voice, ["This is my ", "voice. It was ", "recorded ",
+                                                                      "for the test.", None])  # fmt: skip
+        return default, preset, streamed
+
+    default, preset, streamed = asyncio.run(speak_all())
+    assert len(default) > RATE * 2  # more than a second of speech
+    assert default == preset  # seeded: the same voice, the same audio
+    # The turn ended, so the flush's input.done was answered with session.done (the plugin waits for it), and both
+    # sentences were spoken (how pieces are cut into segments depends on when they arrive, so not sample-equal).
+    assert len(streamed) > RATE * 2
+
+
+async def test_base_with_a_reference_is_still_refused_by_an_engine_that_cannot_clone(
+    library_server: LiveServer, builtin_voice: str, reference_b64: str
+) -> None:
+    config = {"type": "session.config", "task_type": "Base", "voice": builtin_voice, "response_format": "pcm",
+              "stream_audio": True, "ref_audio": f"data:audio/wav;base64,{reference_b64}",
+              "ref_text": REFERENCE_TEXT}  # fmt: skip
+    async with connect(library_server.ws_url, max_size=None) as ws:
+        await ws.send(json.dumps(config))
+        error = json.loads(await asyncio.wait_for(ws.recv(), 60))
+    assert (error["type"], error["code"]) == ("error", "invalid_config")
+    assert "cannot clone voices" in error["message"]
+
+
 async def control(server: LiveServer, message: dict[str, Any]) -> dict[str, Any]:
     """What the plugin's ``_control`` does: one message on a fresh socket, one reply."""
     async with connect(server.ws_url, max_size=None) as ws:
