@@ -2,12 +2,15 @@
 
 Issue 27 asks that one audio-out front cost the event loop no more than seven hand-written ones did. The
 event loop is uvicorn's main thread, so its CPU is the main thread's run time (``/proc/<pid>/task/<pid>/schedstat``,
-nanoseconds), read before and after ``--requests`` sequential requests of each kind:
-``http-pcm`` and ``http-mp3`` (``POST /v1/audio/speech``, raw stream) and ``ws-pcm`` (the speech stream,
-``stream_audio: true``, the text in one ``input.text``). Each tree's server runs alone, with ``PYTHONPATH``
-at that tree's ``src/`` (same virtualenv), in rounds that alternate the trees so both see the same machine.
-With ``--open-loop-s`` each round also runs ``speakwire bench open-loop --url ... --levels 70`` at a fixed
-``--capacity`` against the same server.
+nanoseconds), read before and after each request: ``http-pcm`` and ``http-mp3`` (``POST /v1/audio/speech``,
+raw stream) and ``ws-pcm`` (the speech stream, ``stream_audio: true``, the text in one ``input.text``).
+
+Paired: every tree's server is up at once (``PYTHONPATH`` at that tree's ``src/``, same virtualenv) and the
+requests go to them in turn, one at a time, the order reversed every other request, so each tree sees the same
+machine at the same moments; a figure is the median over a round's requests. (Running one tree's server after
+the other instead showed differences of 1-3 ms that were the order and the server instance, not the code.)
+With ``--open-loop-s`` each round then runs ``speakwire bench open-loop --url ... --levels 70`` at a fixed
+``--capacity`` against each server in turn.
 
     python -m bench.front_ab --tree base=/work/base570 --tree head=. --rounds 3 --out bench/results/front-ab-2core
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -27,7 +31,7 @@ from pathlib import Path
 import httpx
 import websockets
 
-from speakwire.bench.servers import speakwire_server
+from speakwire.bench.servers import ServerProcess, speakwire_server
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog. A journey of a thousand miles begins with a single step, "
@@ -69,14 +73,20 @@ def one(url: str, kind: str) -> int:
     return http_request(url, kind.removeprefix("http-"))
 
 
-def measure(url: str, pid: int, kind: str, requests: int) -> float:
-    """Event-loop CPU milliseconds per utterance of ``kind``."""
-    for _ in range(2):
-        one(url, kind)  # warm: encoders opened, caches filled
-    before = loop_cpu_s(pid)
-    for _ in range(requests):
-        one(url, kind)
-    return (loop_cpu_s(pid) - before) * 1000 / requests
+def measure(servers: dict[str, ServerProcess], kind: str, requests: int) -> dict[str, float]:
+    """Each server's median event-loop CPU milliseconds per utterance of ``kind``, requests taking turns."""
+    for server in servers.values():
+        for _ in range(2):
+            one(server.url, kind)  # warm: encoders opened, caches filled
+    costs: dict[str, list[float]] = {name: [] for name in servers}
+    order = list(servers.items())
+    for index in range(requests):
+        for name, server in order if index % 2 == 0 else reversed(order):
+            assert server.pid is not None
+            before = loop_cpu_s(server.pid)
+            one(server.url, kind)
+            costs[name].append((loop_cpu_s(server.pid) - before) * 1000)
+    return {name: statistics.median(values) for name, values in costs.items()}
 
 
 def open_loop_p95(url: str, out: Path, level_s: float, capacity: float) -> dict[str, object]:
@@ -103,24 +113,27 @@ def main() -> None:
     results: dict[str, dict[str, list[float]]] = {name: {k: [] for k in kinds} for name in trees}
     open_loop: dict[str, list[object]] = {name: [] for name in trees}
     for round_index in range(args.rounds):
-        for name, path in trees.items():
-            os.environ["PYTHONPATH"] = str(Path(path).resolve() / "src")  # the server's tree, not the clients'
-            with speakwire_server(args.out / "logs", name=f"{name}-{round_index}") as server:
-                os.environ.pop("PYTHONPATH", None)
-                assert server.pid is not None
-                for kind in kinds:
-                    ms = measure(server.url, server.pid, kind, args.requests)
+        with contextlib.ExitStack() as stack:
+            servers: dict[str, ServerProcess] = {}
+            for name, path in trees.items():
+                os.environ["PYTHONPATH"] = str(Path(path).resolve() / "src")  # the server's tree, not the clients'
+                servers[name] = stack.enter_context(speakwire_server(args.out / "logs", name=f"{name}-{round_index}"))
+            os.environ.pop("PYTHONPATH", None)
+            for kind in kinds:
+                for name, ms in measure(servers, kind, args.requests).items():
                     results[name][kind].append(round(ms, 2))
                     print(f"round {round_index} {name} {kind}: {ms:.2f} ms loop CPU per utterance", flush=True)
-                if args.open_loop_s:
+            if args.open_loop_s:
+                for name, server in servers.items():
                     report = open_loop_p95(server.url, args.out / f"open-loop-{name}-{round_index}",
                                            args.open_loop_s, args.capacity)  # fmt: skip
                     open_loop[name].append(report)
-            time.sleep(2)
+        time.sleep(2)
     os.environ.pop("PYTHONPATH", None)
     summary = {
         "machine": f"{os.cpu_count()} cores",
         "requests_per_kind": args.requests,
+        "design": "paired: all servers up, requests alternate between them; median per round",
         "text_chars": len(TEXT),
         "loop_cpu_ms": results,
         "loop_cpu_ms_median": {n: {k: statistics.median(v) for k, v in r.items()} for n, r in results.items()},
