@@ -133,6 +133,10 @@ def test_an_update_while_appended_text_waits_is_out_of_order_and_changes_nothing
         ('{"type": "synthesize_session.update", "session": {"voice": "x"}}', "invalid_value"),
         ('{"type": "synthesize_session.update", "session": {"output_audio_params": {"sample_rate_hz": "fast"}}}',
          "invalid_value"),
+        ('{"type": "synthesize_session.update", "session": {"output_audio_params": {"sample_rate_hz": 1e999}}}',
+         "invalid_value"),
+        ('{"type": "synthesize_session.update", "session": {"output_audio_params": {"sample_rate_hz": NaN}}}',
+         "invalid_value"),
         ('{"type": "synthesize_session.update", "session": {"output_audio_params": {"num_channels": 2}}}',
          "invalid_value"),
         ('{"type": "synthesize_session.update", "session": {"output_audio_params": {"audio_format": "OGG_OPUS"}}}',
@@ -192,7 +196,9 @@ def test_the_http_body_is_magpies_when_it_has_text_and_no_input() -> None:
         "Hi.", p.SynthesisConfig(PIPECAT_VOICE, "en-US", 24000))  # fmt: skip
     assert p.parse_http_body(b'{"text": "Hi."}').config == p.SynthesisConfig()  # the wrapper's defaults: 22050 Hz
     refusals = [(b"{", "invalid JSON body"), (b'{"text": " "}', "text field is required"),
-                (b'{"text": "Hi", "sample_rate_hz": "x"}', "sample_rate_hz must be an integer, got 'x'.")]  # fmt: skip
+                (b'{"text": "Hi", "sample_rate_hz": "x"}', "sample_rate_hz must be an integer, got 'x'."),
+                (b'{"text": "Hi", "sample_rate_hz": 1e999}', "sample_rate_hz must be an integer, got inf."),
+                (b'{"text": "Hi", "sample_rate_hz": NaN}', "sample_rate_hz must be an integer, got nan.")]  # fmt: skip
     for bad, message in refusals:
         with pytest.raises(p.MagpieError) as refused:
             p.parse_http_body(bad)
@@ -423,6 +429,8 @@ def test_with_a_key_the_session_needs_it_unless_sagemaker_authenticated_the_stre
             with pytest.raises(websockets.exceptions.ConnectionClosedError):
                 ws.recv(timeout=30)
         assert refusal["error"]["code"] == "unauthorized" and ws.close_code == 1008
+        refused = httpx.post(f"{keyed.url}/v1/magpie/invocations", json={"text": "Hi."}, timeout=30)
+        assert refused.status_code == 401 and set(refused.json()) == {"error"}  # the wrapper's own error shape
         for server, query in ((keyed, "?api_key=k3y"), (trusted, "")):
             with websockets.sync.client.connect(bidi_url(server, query)) as ws:
                 send_event(ws, "input_text.done")

@@ -77,6 +77,8 @@ UNAUTHORIZED_BODIES: dict[str, Callable[[], dict[str, object]]] = {
         "request_id": str(uuid.uuid4()),
         "message": "Send the key as 'Authorization: Bearer <key>' or 'X-API-Key'.",
     },
+    # NVIDIA Magpie's SageMaker HTTP wrapper: {"error": message}.
+    "/v1/magpie/": lambda: {"error": "Invalid API key."},
     # Deepgram's (err_code, err_msg, request_id).
     "/v1/speak": lambda: {
         "err_code": "INVALID_AUTH",

@@ -74,7 +74,9 @@ class ServerState:
     http_in_flight: int = 0
     """HTTP requests whose response has not sent its last part (``drain.InFlightMiddleware``): a drain waits
     for them as for the utterances in flight, so a whole file synthesized before the signal is sent whole."""
-    _voice_aliases: tuple[EngineInfo, Mapping[str, str]] | None = None
+    _voice_aliases: tuple[EngineInfo, Mapping[str, str]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
     """``voice_aliases`` for the engine info it was built from: every request resolves its voice through it."""
 
     @property

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -215,7 +216,13 @@ def _optional_str(fields: Mapping[str, Any], key: str, prefix: str = "") -> str 
 
 
 def _rate(value: Any, prefix: str = "") -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    """A whole number of Hz; JSON's ``1e999`` (inf) and ``NaN`` are refused here, not raised from ``int``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (isinstance(value, float) and not math.isfinite(value))
+        or value != int(value)
+    ):
         raise MagpieError(f"sample_rate_hz must be an integer, got {value!r}.", code="invalid_value",
                           param=f"{prefix}sample_rate_hz")  # fmt: skip
     return int(value)
