@@ -8,6 +8,7 @@
     ├── TooBusyError           429  admission control refused the stream
     │   └── ShuttingDownError  503  the server is draining before it exits (SIGTERM)
     ├── NotReadyError          503  engine still loading
+    ├── LibraryUnavailableError 503 the shared voice library (S3) cannot be reached
     └── EngineError            500  the engine failed while synthesizing
 
 Protocol layers turn these into an HTTP error body, an SSE error event or a
@@ -77,6 +78,17 @@ class ShuttingDownError(TooBusyError):
 
 
 class NotReadyError(SpeakwireError):
+    status_code = 503
+    error_type = "ServiceUnavailableError"
+
+
+class LibraryUnavailableError(SpeakwireError):
+    """The voice library's source of truth (S3, ``--voices-url``) did not answer; the message says why.
+
+    Only library calls fail with it: speech with built-in voices never reads the library, and a saved voice
+    already in this instance's cache still speaks (``speakwire.voices.shared``).
+    """
+
     status_code = 503
     error_type = "ServiceUnavailableError"
 

@@ -97,6 +97,8 @@ class Settings:
     data_dir: str | None = None
     max_voices: int | None = None
     """Saved-voice cap; None = ``SPEAKWIRE_MAX_VOICES`` or 1000."""
+    voices_url: str | None = None
+    """``s3://bucket/prefix``: one voice library shared by every instance, ``data_dir`` its cache; None = local."""
     wyoming_port: int | None = None
     """Also serve the Wyoming protocol (Home Assistant) on this TCP port of ``host``; None = off (10200 is usual)."""
     sagemaker: bool = False

@@ -53,6 +53,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--data-dir", help="Where saved voices live (default: per-user data dir).")
     p.add_argument("--max-voices", type=int, help="Saved-voice cap (default 1000, or SPEAKWIRE_MAX_VOICES).")
+    p.add_argument("--voices-url", metavar="s3://BUCKET/PREFIX",
+                   help="One voice library in S3 for every instance, --data-dir its cache (or SPEAKWIRE_VOICES_URL; "
+                   "default: the local library).")  # fmt: skip
     p.add_argument("--allow-remote-ref-audio", action="store_true", help="Let ref_audio be an http(s) URL.")
     p.add_argument("--seed", type=_seed, metavar="N",
                    help="Seed of every request that sends none, so every reply is in the same voice (0 to 2**32-1; "
@@ -152,6 +155,7 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
         insecure=args.insecure or None, public_metrics=args.public_metrics or None, workers=args.workers,
         max_streams=args.max_streams, max_batch=args.max_batch, cuda_graphs=args.cuda_graphs,
         max_input_chars=args.max_input_chars, data_dir=args.data_dir, max_voices=args.max_voices,
+        voices_url=args.voices_url,
         allow_remote_ref_audio=args.allow_remote_ref_audio or None, log_level=args.log_level,
         model_aliases=_aliases(args.model_alias, "--model-alias") or None,
         voice_aliases=_aliases(args.voice_alias, "--voice-alias") or None,

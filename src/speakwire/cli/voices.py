@@ -7,8 +7,11 @@
     speakwire voices import FILE [--name NEW]
 
 Without ``--url`` the library in ``--data-dir`` (default ``$SPEAKWIRE_DATA_DIR`` or the
-per-user data dir) is changed directly; with ``--url`` (and ``--api-key``) the server's
-API is used, e.g. to ship a voice made locally to a running endpoint.
+per-user data dir) is changed directly; with ``--voices-url s3://bucket/prefix`` (or
+``$SPEAKWIRE_VOICES_URL``) the shared library in S3 that an endpoint's instances use, with
+this machine's AWS credentials (a voice added here speaks on every instance at once);
+with ``--url`` (and ``--api-key``) the server's API is used, e.g. to ship a voice made
+locally to a running endpoint.
 
 Shipping a voice:
   to a running server:  speakwire voices import jane.swv --url https://host --api-key KEY
@@ -33,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from speakwire.errors import SpeakwireError
+from speakwire.errors import MissingExtraError, SpeakwireError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,6 +49,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("--data-dir", help="Local library (default: $SPEAKWIRE_DATA_DIR or ~/.local/share/speakwire).")
     where.add_argument("--url", help="A running server instead, e.g. http://127.0.0.1:8000.")
+    where.add_argument(
+        "--voices-url",
+        default=os.environ.get("SPEAKWIRE_VOICES_URL") or None,
+        metavar="s3://BUCKET/PREFIX",
+        help="The shared library in S3 (default $SPEAKWIRE_VOICES_URL); --data-dir then holds its cache.",
+    )
     where.add_argument("--api-key", default=os.environ.get("SPEAKWIRE_API_KEY"), help="Bearer key for --url.")
     actions = p.add_subparsers(dest="voices_command", required=True, metavar="ACTION")
 
@@ -87,7 +96,10 @@ def _client(args: argparse.Namespace) -> Any:
     from speakwire.voices.client import LocalVoiceClient
     from speakwire.voices.store import default_data_dir
 
-    return LocalVoiceClient(args.data_dir or str(default_data_dir()))
+    try:
+        return LocalVoiceClient(args.data_dir or str(default_data_dir()), voices_url=args.voices_url)
+    except ValueError as exc:  # a --voices-url that is not s3://bucket/prefix
+        raise SystemExit(f"error: {exc}") from None
 
 
 def _run(args: argparse.Namespace, action: Any) -> int:
@@ -95,6 +107,9 @@ def _run(args: argparse.Namespace, action: Any) -> int:
         client = _client(args)
     except SpeakwireError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+    except MissingExtraError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
         action(client)

@@ -23,7 +23,7 @@ from typing import Any
 
 from speakwire.encoders.registry import AUDIO_FORMATS, default_sample_rate
 from speakwire.engines.base import Engine, SynthesisRequest
-from speakwire.errors import BadRequestError, NotFoundError
+from speakwire.errors import BadRequestError, LibraryUnavailableError, NotFoundError
 from speakwire.server.state import ServerState
 from speakwire.voice_presets import is_preset_voice
 from speakwire.voices.models import SavedVoice
@@ -175,7 +175,14 @@ async def _saved_voice(state: ServerState, engine: Engine, options: SpeechOption
     name = options.voice
     if name is None or state.voices is None or name.lower() in (v.lower() for v in engine.info.voices):
         return None
-    saved = await state.voices.find(name)
+    try:
+        saved = await state.voices.find(name)
+    except LibraryUnavailableError:
+        # The shared library is down: a name stock clients send by default (``alloy``) still speaks as before;
+        # any other name might be a saved voice, so the client gets the 503 with the reason, not a wrong 404.
+        if _resolve_voice(state, engine, name) != name:
+            return None
+        raise
     if saved is None:
         return None
     sent = [field for field, value in (("ref_audio", options.ref_audio), ("ref_text", options.ref_text)) if value]

@@ -29,10 +29,11 @@ from typing import Any
 
 from speakwire.errors import BadRequestError, PayloadTooLargeError
 from speakwire.voices.audio import AUDIO_FILE, MAX_AUDIO_BYTES, ReferenceAudio, normalise_reference
+from speakwire.voices.backend import VoiceBackend
 from speakwire.voices.fields import VoiceFields, voice_fields
 from speakwire.voices.models import SavedVoice
 from speakwire.voices.prompts import MAX_PROMPT_BYTES, PromptMismatchError, model_key, read_payload
-from speakwire.voices.store import PromptFile, VoiceStore
+from speakwire.voices.store import PromptFile
 
 FORMAT = "speakwire.voice"
 VERSION = 1
@@ -55,7 +56,7 @@ class VoiceArchive:
     created_at: float
 
 
-def export_voice(store: VoiceStore, name: str) -> bytes:
+def export_voice(store: VoiceBackend, name: str) -> bytes:
     """The ``.swv`` bytes of a saved voice, with every prompt it has. Blocking.
 
     Raises:
@@ -69,7 +70,7 @@ def export_voice(store: VoiceStore, name: str) -> bytes:
     return pack(voice, audio, prompts)
 
 
-def import_voice(store: VoiceStore, data: bytes, *, name: str | None = None) -> SavedVoice:
+def import_voice(store: VoiceBackend, data: bytes, *, name: str | None = None) -> SavedVoice:
     """Validate a ``.swv`` file and save its voice (as ``name`` when given). Blocking.
 
     Raises:

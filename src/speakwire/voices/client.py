@@ -14,9 +14,9 @@ from typing import Any, Protocol
 from speakwire.errors import SpeakwireError
 from speakwire.voices import archive
 from speakwire.voices.audio import normalise_reference
+from speakwire.voices.backend import open_backend
 from speakwire.voices.fields import VoiceFields
 from speakwire.voices.models import SavedVoice
-from speakwire.voices.store import VoiceStore
 
 
 class VoiceLibraryClient(Protocol):
@@ -41,14 +41,15 @@ class VoiceLibraryClient(Protocol):
 
 
 class LocalVoiceClient:
-    """A library in a data dir, opened directly (safe while a server uses the same dir)."""
+    """A library opened directly: the one in a data dir (safe while a server uses the same dir), or with
+    ``voices_url`` the shared one in S3 that an endpoint's instances use (the data dir then holds the cache)."""
 
-    def __init__(self, data_dir: str) -> None:
-        self._store = VoiceStore(data_dir).open()
+    def __init__(self, data_dir: str, *, voices_url: str | None = None) -> None:
+        self._store = open_backend(data_dir, voices_url=voices_url).open()
 
     @property
     def location(self) -> str:
-        return str(self._store.root)
+        return self._store.location
 
     def add(self, fields: VoiceFields, audio: bytes, *, mime_type: str | None) -> dict[str, Any]:
         reference = normalise_reference(audio, mime_type=mime_type)

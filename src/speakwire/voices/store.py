@@ -162,6 +162,11 @@ class VoiceStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def location(self) -> str:
+        """Where the library lives, for messages."""
+        return str(self.root)
+
     # ----- reading -------------------------------------------------------------------------
 
     def find(self, name: str) -> SavedVoice | None:
@@ -262,7 +267,17 @@ class VoiceStore:
             audio_sha256=audio.sha256,
             prompts=tuple(PromptRecord(p.engine, p.model, model_key(p.engine, p.model), time.time()) for p in prompts),
         )
-        staging = self._stage(voice, audio, prompts)
+        return self.insert(voice, audio.flac, prompts)
+
+    def insert(self, voice: SavedVoice, flac: bytes, prompts: Sequence[PromptFile] = ()) -> SavedVoice:
+        """Save ``voice`` as it is, id and dates included (``add`` makes a new one; a cache copies one saved
+        elsewhere), with the same all-or-nothing guarantee. ``prompts`` match ``voice.prompts`` in order.
+
+        Raises:
+            ConflictError: The name is taken, or the library is full.
+        """
+        self._ensure_created()
+        staging = self._stage(voice, flac, prompts)
         try:
             item = self._publish(staging)
         except BaseException:
@@ -324,12 +339,12 @@ class VoiceStore:
 
     # ----- the steps of add (separate so a test can stop the process between them) -----------
 
-    def _stage(self, voice: SavedVoice, audio: ReferenceAudio, prompts: Sequence[PromptFile]) -> Path:
+    def _stage(self, voice: SavedVoice, flac: bytes, prompts: Sequence[PromptFile]) -> Path:
         """Write every file of the voice under ``staging/<id>``, each fsynced, and the directory too."""
         staging = self.root / "staging" / voice.id
         staging.mkdir()
         try:
-            _write_file(staging / AUDIO_FILE, audio.flac)
+            _write_file(staging / AUDIO_FILE, flac)
             for prompt, record in zip(prompts, voice.prompts, strict=True):
                 _write_file(staging / _prompt_file(record.key), prompt.data)
             _fsync_dir(staging)

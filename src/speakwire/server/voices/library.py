@@ -38,12 +38,13 @@ from speakwire.scheduler import Scheduler
 from speakwire.settings import Settings
 from speakwire.voices import archive
 from speakwire.voices.audio import normalise_reference, read_flac
+from speakwire.voices.backend import VoiceBackend, open_backend, voices_url_from_env
 from speakwire.voices.changes import Marker
 from speakwire.voices.fields import VoiceFields
 from speakwire.voices.models import SavedVoice
 from speakwire.voices.names import name_key
 from speakwire.voices.prompts import PromptMismatchError, dump_prompt, load_prompt, model_key, stores_prompts
-from speakwire.voices.store import PromptFile, VoiceStore, default_data_dir, max_voices_from_env, name_taken
+from speakwire.voices.store import PromptFile, default_data_dir, max_voices_from_env, name_taken
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ PROMPTS_IN_MEMORY = 256
 class VoiceLibrary:
     """The server's voice library."""
 
-    def __init__(self, store: VoiceStore) -> None:
+    def __init__(self, store: VoiceBackend) -> None:
         self.store = store
         self._prompts: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
@@ -70,13 +71,18 @@ class VoiceLibrary:
 
     @classmethod
     async def open(cls, settings: Settings) -> VoiceLibrary:
-        """The library in ``settings.data_dir`` (default: the per-user data dir), recovered and locked."""
+        """The library in ``settings.data_dir`` (default: the per-user data dir), recovered and locked; with
+        ``settings.voices_url`` (or ``SPEAKWIRE_VOICES_URL``) the shared one in S3, the data dir its cache."""
         data_dir = settings.data_dir or default_data_dir()
-        store = VoiceStore(data_dir, max_voices=settings.max_voices or max_voices_from_env())
+        store = open_backend(
+            data_dir,
+            voices_url=settings.voices_url or voices_url_from_env(),
+            max_voices=settings.max_voices or max_voices_from_env(),
+        )
         library = cls(store)
         await library._off_loop(store.open)
         await library._read_names()
-        logger.info("voices: library in %s (%d saved)", store.root, len(library._names[1]))
+        logger.info("voices: library in %s (%d cached here)", store.location, len(library._names[1]))
         return library
 
     async def close(self) -> None:
@@ -91,7 +97,8 @@ class VoiceLibrary:
 
     async def find(self, name: str) -> SavedVoice | None:
         """The saved voice called ``name`` (any case, as ``VoiceStore.find``), or None — answered on the loop when
-        the name is not saved and the library has not changed since its names were read."""
+        the name is not saved and the library has not changed since its names were read (a backend without a
+        marker, the shared one, answers on a thread: another instance's save changes nothing here)."""
         marker = self.store.change_marker()
         if marker is not None and marker != self._names[0]:
             await self._read_names()
@@ -245,7 +252,7 @@ class VoiceLibrary:
             self._prompts.popitem(last=False)
 
 
-def _names(store: VoiceStore) -> Names:
+def _names(store: VoiceBackend) -> Names:
     """The saved names with the marker they are current for: read before and after them, and unchanged in
     between (a commit under way or rolled back moves it; ``speakwire.voices.changes``). Blocking."""
     before = store.change_marker()
