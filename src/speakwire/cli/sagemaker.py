@@ -103,6 +103,17 @@ def register(subparsers: Any) -> None:
     deploy.add_argument(
         "--target-share", type=float, help=f"share of the reported capacity (default {s.DEFAULT_TARGET_SHARE:g})"
     )
+    deploy.add_argument(
+        "--voices-url",
+        metavar="s3://BUCKET/PREFIX",
+        help="the voice library every instance shares (default: s3://speakwire-voices-<account>-<region>/"
+        "<endpoint name>, the bucket created if missing); kept when the endpoint is deleted",
+    )
+    deploy.add_argument(
+        "--no-voice-library",
+        action="store_true",
+        help="no shared voice library: saved voices stay on the instance that saved them",
+    )
     _add_build_options(deploy)
     _add_smoke_options(deploy, smoke)
     deploy.set_defaults(func=run_deploy)
@@ -436,6 +447,8 @@ def run_deploy(args: argparse.Namespace) -> int:
             max_instances=args.max_instances,
             target_streams=args.target_streams,
             target_share=args.target_share,
+            voices_url=args.voices_url,
+            voice_library=not args.no_voice_library,
         )
         # Our image's build inputs are checked now too, not after the endpoint's first minutes.
         build_inputs = _build_inputs(args, settings.region, settings.variant) if settings.image == "speakwire" else None
@@ -449,6 +462,8 @@ def run_deploy(args: argparse.Namespace) -> int:
     from speakwire.deploy.sagemaker.deploy import deploy
 
     session = _session(boto3, settings.region)
+    if settings.voice_library:  # first: a bucket that cannot be used fails in seconds, not after a build
+        settings = _voice_library(session, settings)
     if build_inputs is not None:
         build_request, context = build_inputs
         image = _build_image(session, context, build_request, outcome="no endpoint was created")
@@ -475,6 +490,22 @@ def run_deploy(args: argparse.Namespace) -> int:
     if not result.ok:
         return _fail(result.reason, EXIT_FAILED)
     return 0
+
+
+def _voice_library(session: Any, settings: Any) -> Any:
+    """The endpoint's shared voice library, its bucket checked (or created) before any endpoint exists."""
+    from speakwire.deploy.sagemaker.voice_library import VoiceLibraryError, describe, prepare_voice_library
+
+    with _exits(EXIT_FAILED, VoiceLibraryError, say=_then("no endpoint was created")):
+        plan = prepare_voice_library(
+            session.client("s3"),
+            session.client("sts"),
+            region=settings.region,
+            endpoint_name=settings.endpoint_name,
+            voices_url=settings.voices_url,
+        )
+    print(describe(plan))
+    return settings.with_voice_library(plan.environment)
 
 
 def _aws_failure(exc: BaseException) -> str:

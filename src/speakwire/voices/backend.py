@@ -18,9 +18,8 @@ from speakwire.voices.audio import ReferenceAudio
 from speakwire.voices.changes import Marker
 from speakwire.voices.fields import VoiceFields
 from speakwire.voices.models import PromptRecord, SavedVoice
+from speakwire.voices.s3 import VOICES_URL_ENV, S3Location
 from speakwire.voices.store import DEFAULT_MAX_VOICES, PromptFile, VoiceStore
-
-VOICES_URL_ENV = "SPEAKWIRE_VOICES_URL"
 
 
 class VoiceBackend(Protocol):
@@ -86,8 +85,6 @@ def open_backend(
     """
     if not voices_url:
         return VoiceStore(data_dir, max_voices=max_voices)
-    from speakwire.voices.s3 import S3Location
-
     location = S3Location.parse(voices_url)
     from speakwire.voices.shared import SharedVoiceStore
 

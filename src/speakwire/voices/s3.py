@@ -27,6 +27,7 @@ from typing import Any
 
 from speakwire.errors import LibraryUnavailableError, MissingExtraError
 
+VOICES_URL_ENV = "SPEAKWIRE_VOICES_URL"
 BUCKET_OWNER_ENV = "SPEAKWIRE_VOICES_BUCKET_OWNER"
 CONFLICT_RETRIES = 3
 """S3 answers 409 ConditionalRequestConflict while another conditional write of the key is in flight: retry."""

@@ -32,7 +32,8 @@ Request = dict[str, Any]
 
 
 def container_environment(settings: DeploySettings) -> dict[str, str]:
-    """The container's environment: ``SM_VLLM_MODEL`` (Qwen3), GPU memory when set, then ``--env`` extras.
+    """The container's environment: ``SM_VLLM_MODEL`` (Qwen3), GPU memory when set, the voice library
+    (``SPEAKWIRE_VOICES_URL`` and its bucket's owner, once checked), then ``--env`` extras.
 
     The vLLM-Omni DLC turns every ``SM_VLLM_*`` variable into a ``vllm serve`` flag;
     speakwire's image reads ``SM_VLLM_MODEL`` the same way and its own ``SPEAKWIRE_*``
@@ -44,6 +45,7 @@ def container_environment(settings: DeploySettings) -> dict[str, str]:
         environment[MODEL_ENV] = settings.model_id
     if settings.gpu_memory_utilization is not None:
         environment[GPU_MEMORY_ENV] = f"{settings.gpu_memory_utilization:g}"
+    environment.update(settings.voices_environment)
     environment.update(settings.extra_environment)
     return environment
 

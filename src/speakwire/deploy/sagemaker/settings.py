@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from speakwire.voices.s3 import BUCKET_OWNER_ENV, VOICES_URL_ENV, S3Location
+
 Engine = Literal["piper", "qwen3"]
 ImageSource = Literal["speakwire", "dlc", "uri"]
 ENGINES: tuple[Engine, ...] = ("piper", "qwen3")
@@ -120,6 +122,12 @@ class DeploySettings:
     autoscaling: AutoscalingSettings | None = None
     engine: Engine = DEFAULT_ENGINE
     image: ImageSource = "uri"
+    voice_library: bool = True
+    """Give the endpoint a voice library in S3 shared by its instances (``voice_library``); not for the DLC."""
+    voices_url: str | None = None
+    """``--voices-url``; None: the default bucket, the endpoint's name as the prefix."""
+    voices_environment: Mapping[str, str] = field(default_factory=dict)
+    """The container variables naming the library, once its bucket is checked (``with_voice_library``)."""
 
     @property
     def variant(self) -> Literal["cpu", "cuda"]:
@@ -129,6 +137,10 @@ class DeploySettings:
     def with_image(self, image_uri: str) -> DeploySettings:
         """These settings with the image resolved (speakwire's image, once found or built)."""
         return replace(self, image_uri=image_uri)
+
+    def with_voice_library(self, environment: Mapping[str, str]) -> DeploySettings:
+        """These settings with the voice library's bucket checked: its variables go to the container."""
+        return replace(self, voices_environment=dict(environment))
 
 
 def build_settings(
@@ -150,6 +162,8 @@ def build_settings(
     max_instances: int | None = None,
     target_streams: float | None = None,
     target_share: float | None = None,
+    voices_url: str | None = None,
+    voice_library: bool = True,
     environ: Mapping[str, str] | None = None,
     now: Callable[[], float] = time.time,
 ) -> DeploySettings:
@@ -174,6 +188,8 @@ def build_settings(
         max_instances: Autoscaling ceiling; required for autoscaling.
         target_streams: Open streams per instance the policy keeps; default a share of the reported capacity.
         target_share: That share, in (0, 1] (default 0.7).
+        voices_url: The voice library, ``s3://bucket/prefix``; default the account's and region's bucket.
+        voice_library: False: no shared library (each instance keeps voices on its own disk).
         environ: Environment to read defaults from; ``os.environ`` when omitted.
         now: Clock for the default endpoint name.
 
@@ -208,6 +224,20 @@ def build_settings(
     reserved = {MODEL_ENV: "--model-id"} if resolved_model is not None else {}
     if gpu_memory_utilization is not None:
         reserved[GPU_MEMORY_ENV] = "--gpu-memory-utilization"
+    library = voice_library and source != "dlc"  # the vLLM-Omni DLC has no voice library of ours
+    if voices_url is not None:
+        if not library:
+            raise DeploySettingsError(
+                "--voices-url needs speakwire's image (the vLLM-Omni DLC has no voice library)"
+                if voice_library
+                else "--voices-url and --no-voice-library contradict each other"
+            )
+        try:
+            S3Location.parse(voices_url)
+        except ValueError as exc:
+            raise DeploySettingsError(str(exc)) from None
+    if library:
+        reserved.update({VOICES_URL_ENV: "--voices-url", BUCKET_OWNER_ENV: "--voices-url"})
     for key, flag in reserved.items():
         if key in extra:
             raise DeploySettingsError(f"--env {key}=... conflicts with {flag}; use {flag}")
@@ -240,6 +270,8 @@ def build_settings(
         autoscaling=autoscaling,
         engine=resolved_engine,
         image=source,
+        voice_library=library,
+        voices_url=voices_url,
     )
 
 
