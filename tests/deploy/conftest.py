@@ -51,6 +51,15 @@ def runtime() -> Iterator[Stubbed]:
 
 
 @pytest.fixture
+def s3() -> Iterator[Stubbed]:
+    """An S3 client (the voice library's bucket) whose every call must have been queued."""
+    client = _client("s3")
+    with Stubber(client) as stub:
+        yield Stubbed(client, stub)
+        stub.assert_no_pending_responses()
+
+
+@pytest.fixture
 def settings() -> DeploySettings:
     return DeploySettings(
         endpoint_name=NAME,

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 import pytest
-from sagemaker_stubs import FAST_WAITER, NAME, REGION, Stubbed, queue_delete_all
+from sagemaker_stubs import ACCOUNT, FAST_WAITER, NAME, REGION, WHEN, Stubbed, arn, queue_delete_all
 
 from speakwire.cli import sagemaker as cli
 from speakwire.deploy.sagemaker import delete as delete_module
@@ -123,6 +123,49 @@ def test_delete_exits_1_and_names_what_is_left(
 
     assert args.func(args) == 1
     assert "NOT deleted, check the console or rerun: endpoint" in capsys.readouterr().out
+
+
+LIBRARY = "s3://speakwire-voices-210987654321-us-west-2/speakwire-test/"
+
+
+def queue_model_with_library(sm: Stubbed, environment: dict[str, str]) -> None:
+    sm.stub.add_response("describe_model", {
+        "ModelName": NAME, "ModelArn": arn("model"), "CreationTime": WHEN,
+        "PrimaryContainer": {"Image": "image", "Environment": environment},
+    }, {"ModelName": NAME})  # fmt: skip
+
+
+def test_delete_keeps_the_voice_library_unless_asked_and_then_deletes_it_after_the_endpoint(
+    sm: Stubbed, s3: Stubbed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    boto3 = FakeBoto3(sagemaker=sm.client, s3=s3.client)
+    monkeypatch.setattr(cli, "_boto3", lambda: boto3)
+    queue_delete_all(sm.stub)  # plain delete: no S3 call at all (the Stubber has none queued)
+    assert cli.run_delete(parse("delete", "--endpoint-name", NAME, "--region", REGION)) == 0
+
+    queue_model_with_library(sm, {"SPEAKWIRE_VOICES_URL": LIBRARY, "SPEAKWIRE_VOICES_BUCKET_OWNER": ACCOUNT})
+    queue_delete_all(sm.stub)
+    bucket, owner = "speakwire-voices-210987654321-us-west-2", {"ExpectedBucketOwner": ACCOUNT}
+    keys = ["speakwire-test/voices/jane.json", "speakwire-test/items/abc/audio.flac"]
+    s3.stub.add_response("list_objects_v2", {"Contents": [{"Key": k} for k in keys], "IsTruncated": False},
+                         {"Bucket": bucket, "Prefix": "speakwire-test/", **owner})  # fmt: skip
+    s3.stub.add_response("delete_objects", {}, {"Bucket": bucket, "Delete": {
+        "Objects": [{"Key": k} for k in keys], "Quiet": True}, **owner})  # fmt: skip
+    assert cli.run_delete(parse("delete", "--endpoint-name", NAME, "--region", REGION, "--delete-voices")) == 0
+    assert f"voice library {LIBRARY}: deleted (2 objects)" in capsys.readouterr().out
+
+
+def test_delete_voices_keeps_the_library_while_the_endpoint_is_not_gone(
+    sm: Stubbed, s3: Stubbed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli, "_boto3", lambda: FakeBoto3(sagemaker=sm.client, s3=s3.client))
+    queue_model_with_library(sm, {"SPEAKWIRE_VOICES_URL": LIBRARY, "SPEAKWIRE_VOICES_BUCKET_OWNER": ACCOUNT})
+    sm.stub.add_client_error("delete_endpoint", service_error_code="ThrottlingException", http_status_code=400,
+                             expected_params={"EndpointName": NAME})  # fmt: skip
+    sm.stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": NAME})
+    sm.stub.add_response("delete_model", {}, {"ModelName": NAME})
+    assert cli.run_delete(parse("delete", "--endpoint-name", NAME, "--region", REGION, "--delete-voices")) == 1
+    assert f"the voice library {LIBRARY} was kept" in capsys.readouterr().err  # and no S3 call was made
 
 
 def test_status_exits_1_when_there_is_no_endpoint(sm: Stubbed, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -155,6 +155,12 @@ def register(subparsers: Any) -> None:
     )
     _add_endpoint_name(delete)
     _add_region(delete)
+    delete.add_argument(
+        "--delete-voices",
+        action="store_true",
+        help="also delete the endpoint's voice library in S3, every saved voice in it (kept by default; only "
+        "once the endpoint is gone; not if another endpoint shares it)",
+    )
     delete.set_defaults(func=run_delete)
 
     _register_build(actions)
@@ -584,8 +590,29 @@ def run_delete(args: argparse.Namespace) -> int:
     region, boto3 = _region_and_boto3(args)
     from speakwire.deploy.sagemaker.delete import delete
 
-    result = delete(boto3.Session(region_name=region).client("sagemaker"), args.endpoint_name)
+    session = boto3.Session(region_name=region)
+    sm = session.client("sagemaker")
+    library = _library_to_delete(sm, args.endpoint_name) if args.delete_voices else None
+    result = delete(sm, args.endpoint_name)
+    if library is not None:
+        if not result.ok:
+            return _fail(f"the voice library {library.location.url} was kept: the endpoint is not gone", EXIT_FAILED)
+        from speakwire.deploy.sagemaker.voice_library import VoiceLibraryError, delete_library
+
+        with _exits(EXIT_FAILED, VoiceLibraryError):
+            delete_library(session.client("s3"), library)
     return 0 if result.ok else EXIT_FAILED
+
+
+def _library_to_delete(sm: Any, endpoint_name: str) -> Any:
+    """The library ``deploy`` recorded in the endpoint's model (read before the model is deleted), or None."""
+    from speakwire.deploy.sagemaker.voice_library import VoiceLibraryError, recorded_library
+
+    with _exits(EXIT_FAILED, VoiceLibraryError, say=_then("nothing was deleted")):
+        library = recorded_library(sm, endpoint_name)
+    if library is None:
+        print(f"{endpoint_name} has no voice library (deployed with --no-voice-library or before it existed)")
+    return library
 
 
 def _build_inputs(args: argparse.Namespace, region: str, variant: str) -> tuple[Any, Any]:

@@ -98,11 +98,15 @@ class S3Objects:
 
     def get(self, key: str) -> S3Object | None:
         """The object, or None when there is none."""
+        from botocore.exceptions import BotoCoreError
+
         try:
             reply = self._call("get_object", Key=key)
             data = reply["Body"].read()
         except _Missing:
             return None
+        except BotoCoreError as exc:  # the body cut short: S3 (or the network) went away mid-read
+            raise self._unavailable(str(exc)) from exc
         return S3Object(data, str(reply.get("ETag", "")), dict(reply.get("Metadata") or {}))
 
     def put(self, key: str, data: bytes, *, metadata: Mapping[str, str] | None = None, if_absent: bool = False) -> str:

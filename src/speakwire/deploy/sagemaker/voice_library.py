@@ -134,7 +134,7 @@ def describe(plan: VoiceLibraryPlan) -> str:
     return (
         f"voice library: {plan.location.url} (shared by every instance; kept when the endpoint is deleted)\n"
         f"  the execution role needs: {json.dumps(role_policy(plan.location)['Statement'])}\n"
-        f"  to delete it: aws s3 rm --recursive {plan.location.url}"
+        f"  to delete it: speakwire sagemaker delete ... --delete-voices, or aws s3 rm --recursive {plan.location.url}"
     )
 
 
@@ -154,3 +154,52 @@ def _bucket_exists(s3: Any, bucket: str, account: str, *, explicit: bool) -> boo
         return False
     except BotoCoreError as exc:
         raise VoiceLibraryError(f"head_bucket {bucket}: {exc}") from exc
+
+
+def recorded_library(sm: Any, endpoint_name: str) -> VoiceLibraryPlan | None:
+    """The library ``deploy`` gave the endpoint, read from its model's environment; None when it has none.
+
+    Raises:
+        VoiceLibraryError: The model cannot be read (missing: the endpoint was deleted without its library).
+    """
+    try:
+        model = sm.describe_model(ModelName=endpoint_name)
+    except (ClientError, BotoCoreError) as exc:
+        raise VoiceLibraryError(
+            f"describe_model {endpoint_name}: {explain(exc, 'sagemaker')}; the library's URL is read from the "
+            "model, so delete it by hand: aws s3 rm --recursive s3://<bucket>/<prefix>"
+        ) from exc
+    environment = (model.get("PrimaryContainer") or {}).get("Environment") or {}
+    url = environment.get(VOICES_URL_ENV)
+    if not url:
+        return None
+    account = environment.get(BUCKET_OWNER_ENV) or ""
+    return VoiceLibraryPlan(S3Location.parse(url), account)
+
+
+def delete_library(s3: Any, plan: VoiceLibraryPlan, *, log: Log = print) -> int:
+    """Delete every object of the library (every saved voice: no undo); the number deleted.
+
+    Raises:
+        VoiceLibraryError: A call was refused or failed; what was deleted before it stays deleted.
+    """
+    owner = {"ExpectedBucketOwner": plan.account} if plan.account else {}
+    bucket, deleted = plan.location.bucket, 0
+    token: dict[str, str] = {}
+    try:
+        while True:
+            reply = s3.list_objects_v2(Bucket=bucket, Prefix=plan.location.prefix, **owner, **token)
+            keys = [{"Key": entry["Key"]} for entry in reply.get("Contents") or ()]
+            if keys:
+                answer = s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True}, **owner)
+                if answer.get("Errors"):
+                    first = answer["Errors"][0]
+                    raise VoiceLibraryError(f"delete_objects {bucket}: {first.get('Key')}: {first.get('Message')}")
+                deleted += len(keys)
+            if not reply.get("IsTruncated"):
+                break
+            token = {"ContinuationToken": reply["NextContinuationToken"]}
+    except (ClientError, BotoCoreError) as exc:
+        raise VoiceLibraryError(f"deleting {plan.location.url}: {explain(exc, 's3')}") from exc
+    log(f"voice library {plan.location.url}: deleted ({deleted} objects)")
+    return deleted
