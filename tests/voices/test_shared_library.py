@@ -32,6 +32,7 @@ from voice_testing import upload, wav_clip
 
 from speakwire.engines.piper import PiperEngine
 from speakwire.settings import Settings
+from speakwire.voices.s3 import QUIET_AFTER_FAILURE_S
 from speakwire.voices.shared import FRESH_S
 from support.live_server import free_port, start_server
 from support.s3_server import LoopbackS3
@@ -251,6 +252,7 @@ def test_s3_down_answers_503_with_the_reason_for_library_calls_while_built_in_vo
         assert a.found("cached")  # in A's cache: a saved voice keeps speaking
     finally:
         s3.start()
+    time.sleep(QUIET_AFTER_FAILURE_S)  # A asks again this long after S3 last failed to answer
     assert a.names() == ["cached"]
 
 

@@ -29,6 +29,9 @@ from speakwire.errors import LibraryUnavailableError, MissingExtraError
 
 VOICES_URL_ENV = "SPEAKWIRE_VOICES_URL"
 BUCKET_OWNER_ENV = "SPEAKWIRE_VOICES_BUCKET_OWNER"
+QUIET_AFTER_FAILURE_S = 1.0
+"""After S3 could not be reached, calls fail at once with the same reason for this long: a request naming
+``alloy`` (asked of the library before presets) does not wait out boto3's retries each time S3 is down."""
 CONFLICT_RETRIES = 3
 """S3 answers 409 ConditionalRequestConflict while another conditional write of the key is in flight: retry."""
 _MISSING = {"NoSuchKey", "404", "NotFound"}
@@ -78,6 +81,8 @@ class S3Objects:
         self._client = client
         self._owner = {"ExpectedBucketOwner": expected_owner} if expected_owner else {}
         self._lock = threading.Lock()
+        self._unreachable: tuple[float, str] | None = None
+        """(until when, why): S3 did not answer lately."""
         self.calls: Counter[str] = Counter()
         """S3 requests made, by operation: what tests and benchmarks count."""
 
@@ -158,10 +163,13 @@ class S3Objects:
 
         if "Key" in params:
             params["Key"] = self.location.prefix + params["Key"]
+        unreachable = self._unreachable
+        if unreachable is not None and time.monotonic() < unreachable[0]:
+            raise self._unavailable(unreachable[1])
         with self._lock:
             self.calls[operation] += 1
         try:
-            return getattr(self._client, operation)(Bucket=self.location.bucket, **self._owner, **params)
+            reply = getattr(self._client, operation)(Bucket=self.location.bucket, **self._owner, **params)
         except ClientError as exc:
             error = exc.response.get("Error") or {}
             code = str(error.get("Code", ""))
@@ -172,8 +180,11 @@ class S3Objects:
             if code == "ConditionalRequestConflict":
                 raise _Conflict from exc
             raise self._unavailable(f"{code}: {error.get('Message') or exc}") from exc
-        except BotoCoreError as exc:
+        except BotoCoreError as exc:  # no answer at all (connection refused, timeout): stay quiet a moment
+            self._unreachable = (time.monotonic() + QUIET_AFTER_FAILURE_S, str(exc))
             raise self._unavailable(str(exc)) from exc
+        self._unreachable = None
+        return reply
 
     def _unavailable(self, reason: str) -> LibraryUnavailableError:
         return LibraryUnavailableError(
