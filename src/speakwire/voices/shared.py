@@ -70,6 +70,7 @@ CLAIM_FORMAT = "speakwire.voice-claim"
 CLAIM_VERSION = 1
 CACHE_DIR = "s3-cache"
 _LIST_THREADS = 8
+_NAMES_REMEMBERED = 4096
 _PROMPT_OBJECT = re.compile(r"prompt-([0-9a-f]{32})\.pt")
 _CLAIM_FIELDS: dict[str, tuple[type, ...]] = {
     "id": (str,),
@@ -101,7 +102,7 @@ class SharedVoiceStore:
         self._claims: dict[str, tuple[str, SavedVoice]] = {}
         """name key → (claim ETag, its voice): a listing reads only the claims that changed."""
         self._lock = threading.Lock()
-        self._name_locks: dict[str, threading.Lock] = {}
+        self._name_locks: dict[str, threading.RLock] = {}
 
     @classmethod
     def connect(
@@ -324,29 +325,26 @@ class SharedVoiceStore:
         with self._name_lock(key):
             if reuse_fresh and self._fresh(key):
                 return self.cache.find(key)
-            asked = time.monotonic()
             claim = self.objects.get(_claim_key(key))
             if claim is None:
                 self._evict(key)
-                voice = None
-            else:
-                voice = self._cached_or_pulled(key, claim)
-            self._checked[key] = asked
-            return voice
+                return None
+            return self._cached_or_pulled(key, claim)
 
     def _cached_or_pulled(self, key: str, claim: S3Object) -> SavedVoice | None:
+        """The claimed voice from the cache, else downloaded into it; marks the name fresh when they agree."""
         claimed = _voice_from_claim(claim.data)
         with self._lock:
             self._claims[key] = (claim.etag, claimed)
         cached = self.cache.find(key)
         if cached is not None and cached.id == claimed.id:
+            self._checked[key] = time.monotonic()
             return cached
-        if cached is not None:
-            self._evict(key)  # deleted and saved again elsewhere under the name
         objects = dict(self.objects.list(_item(claimed.id, "")))
         audio = self.objects.get(_item(claimed.id, AUDIO_FILE))
         if audio is None:
-            return None  # its delete is under way elsewhere
+            self._evict(key)  # its delete is under way elsewhere
+            return None
         prompts: list[PromptFile] = []
         records: list[PromptRecord] = []
         for object_key in objects:
@@ -361,19 +359,21 @@ class SharedVoiceStore:
         return self.cache.find(key) or voice
 
     def _cache_copy(self, voice: SavedVoice, flac: bytes, prompts: Sequence[PromptFile]) -> None:
-        """Keep a copy here; a failure only costs S3 reads later (the voice is saved in S3 either way)."""
+        """Keep a copy here (replacing another voice of the name: deleted and saved again elsewhere), and mark
+        the name fresh; a failure is logged and only costs S3 reads later (the voice is in S3 either way)."""
         key = name_key(voice.name)
-        try:
-            self.cache.insert(voice, flac, prompts)
-        except ConflictError:
+        with self._name_lock(key):
             cached = self.cache.find(key)
-            if cached is not None and cached.id != voice.id:
-                self._evict(key)
-                self._cache_copy(voice, flac, prompts)
-                return
-        except Exception:
-            logger.exception("voices: could not cache '%s' in %s", voice.name, self.cache.location)
-        self._checked[key] = time.monotonic()
+            if cached is None or cached.id != voice.id:
+                if cached is not None:
+                    self._evict(key)
+                try:
+                    self.cache.insert(voice, flac, prompts)
+                except Exception:
+                    logger.exception("voices: could not cache '%s' in %s", voice.name, self.cache.location)
+                    self._checked.pop(key, None)
+                    return
+            self._checked[key] = time.monotonic()
 
     def _evict(self, key: str) -> None:
         with contextlib.suppress(NotFoundError):
@@ -387,9 +387,15 @@ class SharedVoiceStore:
             except LibraryUnavailableError as exc:  # left unnamed by any claim: invisible
                 logger.warning("voices: could not remove %s: %s", object_key, exc.message)
 
-    def _name_lock(self, key: str) -> threading.Lock:
+    def _name_lock(self, key: str) -> threading.RLock:
+        """One refresh of a name at a time (re-entrant: a refresh copies into the cache under it too)."""
         with self._lock:
-            return self._name_locks.setdefault(key, threading.Lock())
+            if len(self._name_locks) > _NAMES_REMEMBERED:  # clients send any names: forget the stale ones
+                now = time.monotonic()
+                for stale in [k for k, t in list(self._checked.items()) if now - t >= self.fresh_s]:
+                    self._checked.pop(stale, None)
+                    self._name_locks.pop(stale, None)
+            return self._name_locks.setdefault(key, threading.RLock())
 
 
 def _claim_key(key: str) -> str:
