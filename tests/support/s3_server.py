@@ -4,18 +4,32 @@ moto keeps its buckets in this process, not in the server thread, so ``stop()`` 
 ``start()`` on the same port is an S3 outage — connections refused — after which every
 object is still there, as after a real one. Server processes under test reach it through
 ``env()`` (boto3 reads ``AWS_ENDPOINT_URL_S3``); nothing here is a mock of ours.
+
+It serves one request at a time: moto checks ``If-None-Match: *`` and then writes, two
+steps that two request threads could interleave, where S3 makes a conditional write atomic
+(the racing-adds test needs S3's guarantee, not moto's threads). This is moto's own
+application (``moto.server``'s ``ThreadedMotoServer`` runs the same one, threaded).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import boto3
-from moto.server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import BaseWSGIServer, make_server
 
 from support.live_server import free_port
 
 REGION = "us-east-1"
+
+
+class _OneAtATime(MotoRequestHandler):
+    """HTTP/1.0: each request on a connection of its own, so a client's idle keep-alive never holds up the others
+    on a server that answers one connection at a time."""
+
+    protocol_version = "HTTP/1.0"
 
 
 class LoopbackS3:
@@ -23,21 +37,27 @@ class LoopbackS3:
 
     def __init__(self) -> None:
         self.port = free_port()
-        self._server: ThreadedMotoServer | None = None
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> LoopbackS3:
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self._server.start()
+        app = DomainDispatcherApplication(create_backend_app)
+        self._server = make_server("127.0.0.1", self.port, app, threaded=False, request_handler=_OneAtATime)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="loopback-s3", daemon=True)
+        self._thread.start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        """Stop answering: connections are refused until ``start()``."""
+        if self._server is not None and self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._server.server_close()
+            self._server = self._thread = None
 
     def env(self) -> dict[str, str]:
         """What a process needs to use this S3 with boto3's default configuration."""
