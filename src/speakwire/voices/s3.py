@@ -135,11 +135,14 @@ class S3Objects:
         raise AssertionError("unreachable")
 
     def delete(self, key: str, *, if_match: str | None = None) -> bool:
-        """Remove the object; with ``if_match`` only while its ETag is that one. False when it was not removed."""
+        """Remove the object; with ``if_match`` only while its ETag is that one (where the S3 implementation
+        offers conditional deletes; elsewhere unconditionally). False when it was not removed."""
         try:
             self._call("delete_object", Key=key, **({"IfMatch": if_match} if if_match else {}))
         except (_Missing, _Precondition):
             return False
+        except _NotImplemented:  # an S3-compatible server without conditional deletes
+            return self.delete(key)
         return True
 
     def list(self, prefix: str) -> list[tuple[str, str]]:
@@ -179,6 +182,8 @@ class S3Objects:
                 raise _Precondition from exc
             if code == "ConditionalRequestConflict":
                 raise _Conflict from exc
+            if code == "NotImplemented" and "IfMatch" in params:
+                raise _NotImplemented from exc
             raise self._unavailable(f"{code}: {error.get('Message') or exc}") from exc
         except BotoCoreError as exc:  # no answer at all (connection refused, timeout): stay quiet a moment
             self._unreachable = (time.monotonic() + QUIET_AFTER_FAILURE_S, str(exc))
@@ -202,4 +207,8 @@ class _Precondition(Exception):
 
 
 class _Conflict(Exception):
+    pass
+
+
+class _NotImplemented(Exception):
     pass

@@ -184,8 +184,9 @@ class SharedVoiceStore:
             cached = self.cache.find(key)
             voices.append(cached if cached is not None and cached.id == voice.id else voice)
         for key in self.cache.name_keys() - set(listed):
-            if self._checked.get(key, 0.0) < started:  # not (re)saved by this instance since the listing began
-                self._evict(key)
+            with self._name_lock(key):
+                if self._checked.get(key, 0.0) < started:  # not (re)saved here since the listing began
+                    self._evict(key)
         return sorted(voices, key=lambda v: (v.created_at, name_key(v.name)))
 
     def name_keys(self) -> frozenset[str]:
