@@ -31,6 +31,9 @@ class _OneAtATime(MotoRequestHandler):
 
     protocol_version = "HTTP/1.0"
 
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        """Quiet: a line per S3 request would bury the servers' own logs in a test's output."""
+
 
 class LoopbackS3:
     """moto's S3 server on ``127.0.0.1:<port>``."""
