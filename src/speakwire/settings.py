@@ -84,8 +84,13 @@ class Settings:
     """Cut the silence an utterance starts with (keeping 15 ms of onset), so the first byte is heard at once."""
     aligner: str = "auto"
     """Word timings by forced alignment (``speakwire.aligners``): ``auto`` (the engine's own where it has them, Piper;
-    else PocketSphinx for English when installed; else none), ``none``, ``pocketsphinx``. A named aligner
-    replaces the engine's own timings."""
+    else PocketSphinx for English when installed; else none), ``none``, ``pocketsphinx``, ``qwen3:<model>``
+    (Qwen3-ForcedAligner from a local directory or a hub id). A named aligner replaces the engine's own timings."""
+    aligner_timeout_s: float | None = None
+    """How long a sentence waits for its words before it goes without them (``synthesis.aligning``); None =
+    ``max(1 s, 2 × the sentence's audio)``."""
+    aligner_download: bool = False
+    """Let ``qwen3:<hub id>`` download the aligner's weights; otherwise only the local Hugging Face cache is read."""
     write_stall_timeout_s: float = 30.0
     """A stream whose transport takes nothing for this long is ended and its connection closed (WebSocket 1008,
     an HTTP body cut short), counted in ``speakwire_stalled_closes_total``. 0 = never."""
@@ -123,7 +128,8 @@ class Settings:
             "DRAIN_TIMEOUT": ("drain_timeout_s", float), "MAX_LEAD_S": ("max_lead_s", float),
             "WRITE_STALL_TIMEOUT": ("write_stall_timeout_s", float),
             "TRIM_LEADING_SILENCE": ("trim_leading_silence", _flag),
-            "ALIGNER": ("aligner", str),
+            "ALIGNER": ("aligner", str), "ALIGNER_TIMEOUT": ("aligner_timeout_s", float),
+            "ALIGNER_DOWNLOAD": ("aligner_download", _flag),
         }  # fmt: skip
         for env_name, (attr, kind) in env_map.items():
             raw = environ.get(f"SPEAKWIRE_{env_name}")

@@ -7,11 +7,16 @@ frame budget, prompt cache) run everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from qwen3_testing import require_qwen_tts
+
+from speakwire.settings import Settings
+from support.aligners import register_spread
+from support.live_server import LiveServer, start_server
 
 
 @pytest.fixture(scope="session")
@@ -52,3 +57,13 @@ def voice_design_engine(tiny_checkpoints: dict[str, Path]) -> Any:
 @pytest.fixture(scope="session")
 def base_engine(tiny_checkpoints: dict[str, Path]) -> Any:
     return _load(tiny_checkpoints, "base")
+
+
+@pytest.fixture(scope="module")
+def spread_server(tiny_checkpoints: dict[str, Path], custom_voice_engine: Any) -> Iterator[LiveServer]:
+    """A server on the tiny custom-voice checkpoint whose words come from ``support.aligners.SpreadAligner``."""
+    register_spread()
+    settings = Settings(engine="qwen3", model=str(tiny_checkpoints["custom_voice"]), aligner="spread")
+    live = start_server(settings, engine=custom_voice_engine)
+    yield live
+    live.stop()

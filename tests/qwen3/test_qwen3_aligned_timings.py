@@ -3,9 +3,9 @@
 Random weights speak babble, and PocketSphinx rightly refuses to align babble with English text (its beams
 prune every path, as they do for noise): over PocketSphinx these tests check that such sentences go without
 words and keep their audio. The wiring (each sentence aligned once final, words before its end, on the
-utterance's clock and offsets, through every dialect) is checked with ``SpreadAligner``, a real ``Aligner``
-that spreads a sentence's words over its audio by length, registered like any other aligner. Accuracy is
-``bench/aligner_accuracy``'s business, on real speech.
+utterance's clock and offsets, through every dialect) is checked with ``support.aligners.SpreadAligner``, a
+real ``Aligner`` that spreads a sentence's words over its audio by length, registered like any other aligner.
+Accuracy is ``bench/aligner_accuracy``'s business, on real speech.
 """
 
 from __future__ import annotations
@@ -18,14 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import pytest
 from websockets.asyncio.client import connect
 
-from speakwire.aligners.registry import register_aligner
-from speakwire.audio.chunk import Float32Array
 from speakwire.settings import Settings
-from speakwire.text.alignment import WordTiming, word_spans
 from support.live_server import LiveServer, start_server
 
 pytest.importorskip("pocketsphinx", reason="pip install 'speakwire[align]'")
@@ -36,46 +32,12 @@ FRAMES = {"max_new_tokens": 40, "seed": 3}
 """Random weights rarely stop on their own: a few seconds of babble per request."""
 
 
-class SpreadAligner:
-    """Times each word of a sentence by its share of the sentence's characters; nothing for silence."""
-
-    name = "spread"
-    languages = frozenset({"english"})
-
-    def align(self, samples: Float32Array, sample_rate: int, text: str) -> list[WordTiming]:
-        if not len(samples) or float(np.max(np.abs(samples))) < 1e-3:
-            return []
-        spans = word_spans(text)
-        total_s, chars = len(samples) / sample_rate, sum(end - start for start, end in spans)
-        words, at = [], 0
-        for start, end in spans:
-            begin_s = total_s * at / chars
-            at += end - start
-            words.append(WordTiming(text[start:end], start, end, begin_s, total_s * at / chars))
-        return words
-
-    def close(self) -> None:
-        pass
-
-
-register_aligner("spread", SpreadAligner, SpreadAligner.languages)
-
-
-def _aligned(tiny_checkpoints: dict[str, Path], engine: Any, aligner: str) -> Iterator[LiveServer]:
-    settings = Settings(engine="qwen3", model=str(tiny_checkpoints["custom_voice"]), aligner=aligner)
-    live = start_server(settings, engine=engine)
-    yield live
-    live.stop()
-
-
-@pytest.fixture(scope="module")
-def spread_server(tiny_checkpoints: dict[str, Path], custom_voice_engine: Any) -> Iterator[LiveServer]:
-    yield from _aligned(tiny_checkpoints, custom_voice_engine, "spread")
-
-
 @pytest.fixture(scope="module")
 def aligned_server(tiny_checkpoints: dict[str, Path], custom_voice_engine: Any) -> Iterator[LiveServer]:
-    yield from _aligned(tiny_checkpoints, custom_voice_engine, "pocketsphinx")
+    settings = Settings(engine="qwen3", model=str(tiny_checkpoints["custom_voice"]), aligner="pocketsphinx")
+    live = start_server(settings, engine=custom_voice_engine)
+    yield live
+    live.stop()
 
 
 def assert_timed(text: str, words: list[dict[str, Any]], audio_ms: float) -> None:

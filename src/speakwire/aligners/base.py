@@ -10,7 +10,9 @@ Contract, for every implementation:
 * every whitespace-separated word of ``text`` gets one ``WordTiming`` (character offsets into ``text``
   itself, punctuation attached, as ``text.alignment.word_spans`` cuts them), in order, with times in
   seconds from the first sample, monotone and inside the audio; a word the aligner cannot hear (a name
-  outside its dictionary, "—") is timed between its neighbours, never dropped;
+  outside its dictionary, "—") is timed between its neighbours, never dropped. Text written without spaces
+  (Chinese, Japanese) may be cut finer, at the aligner's own units (a character, a word), each piece keeping
+  the punctuation after it, so the pieces still join back to the text's words;
 * audio the aligner cannot align with the text (silence, noise) gives an empty list, not
   an exception: a sentence without timings must not cost its audio. ``align`` raises only for misuse
   (samples that are not mono, a rate that is not positive).
@@ -18,10 +20,23 @@ Contract, for every implementation:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from speakwire.audio.chunk import Float32Array
 from speakwire.text.alignment import WordTiming
+
+
+@dataclass(frozen=True, slots=True)
+class AlignerOptions:
+    """How a model aligner (``qwen3:<model>``) is loaded; PocketSphinx needs none of it."""
+
+    device: str | None = None
+    """``"cuda"``, ``"cuda:1"``, ``"cpu"``; None: CUDA when available (the engine's ``--device`` when given)."""
+    dtype: str | None = None
+    """``"bfloat16"``, ``"float16"``, ``"float32"``; None: bfloat16 on CUDA, float32 on CPU."""
+    download: bool = False
+    """A hub id may be downloaded; otherwise only a local directory or the local Hugging Face cache is read."""
 
 
 @runtime_checkable

@@ -40,8 +40,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "--no-trim-leading-silence sends the engine's audio as it is).")  # fmt: skip
     p.add_argument("--aligner", type=_aligner, metavar="NAME",
                    help="Word timings by forced alignment: auto (the engine's own where it has them, else "
-                   "PocketSphinx for English when installed), none, pocketsphinx; a named aligner replaces the "
-                   "engine's own timings (default auto, or SPEAKWIRE_ALIGNER).")  # fmt: skip
+                   "PocketSphinx for English when installed), none, pocketsphinx, qwen3:<dir or hub id> "
+                   "(Qwen3-ForcedAligner, 11 languages); a named aligner replaces the engine's own timings "
+                   "(default auto, or SPEAKWIRE_ALIGNER).")  # fmt: skip
+    p.add_argument("--aligner-timeout", type=_positive, metavar="S",
+                   help="Seconds a sentence waits for its word timings before it goes without them (default: "
+                   "max(1, 2 x the sentence's audio)); audio never waits longer.")  # fmt: skip
+    p.add_argument("--aligner-download", action="store_true",
+                   help="Let --aligner qwen3:<hub id> download its weights (default: the local Hugging Face cache "
+                   "only).")  # fmt: skip
     p.add_argument("--max-lead-s", type=float, metavar="S",
                    help="Seconds of audio a stream is synthesized ahead of what its client has read (default 10; "
                    "0 = unbounded).")  # fmt: skip
@@ -110,12 +117,37 @@ def _seed(raw: str) -> int:
 
 
 def _aligner(raw: str) -> str:
-    from speakwire.aligners.registry import NAMES
+    from speakwire.aligners.registry import canonical_name
 
-    name = raw.strip().lower()
-    if name not in NAMES:
-        raise argparse.ArgumentTypeError(f"unknown aligner {raw!r}; choose one of: {', '.join(NAMES)}")
-    return name
+    try:
+        return canonical_name(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {raw!r}")
+    return value
+
+
+def _voices_url_problem(flag: str | None) -> str | None:
+    """What is wrong with ``--voices-url`` (or ``SPEAKWIRE_VOICES_URL``), before anything starts; None: nothing."""
+    from speakwire.voices.backend import voices_url_from_env
+    from speakwire.voices.s3 import S3Location
+
+    url = flag or voices_url_from_env()
+    if url is None:
+        return None
+    try:
+        S3Location.parse(url)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _aliases(pairs: list[str], flag: str) -> dict[str, str]:
@@ -162,6 +194,7 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
         preset_voice_aliases=False if args.no_preset_voice_aliases else None, wyoming_port=args.wyoming_port,
         default_seed=args.seed, max_lead_s=args.max_lead_s, write_stall_timeout_s=args.write_stall_timeout,
         trim_leading_silence=args.trim_leading_silence, aligner=args.aligner,
+        aligner_timeout_s=args.aligner_timeout, aligner_download=args.aligner_download or None,
     )  # fmt: skip
 
 
@@ -221,6 +254,9 @@ def run(args: argparse.Namespace) -> int:
             "cover it); pass --insecure to serve it anyway, or bind a loopback --host",
             file=sys.stderr,
         )
+        return 2
+    if problem := _voices_url_problem(settings.voices_url):
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     app = create_app(settings)
     # SIGTERM drains first (server.drain: stop admitting, let utterances in flight finish, close 1001), then

@@ -159,15 +159,18 @@ class ServerState:
 
     def _load_aligner(self, info: EngineInfo) -> AlignerThread | None:
         """The aligner ``--aligner`` asks for (``auto``: only where the engine has no timings of its own)."""
-        from speakwire.aligners.registry import AUTO, load_aligner, resolve_auto
+        from speakwire.aligners.base import AlignerOptions
+        from speakwire.aligners.registry import AUTO, canonical_name, load_aligner, resolve_auto
 
-        name = self.settings.aligner.strip().lower()
-        explicit = name != AUTO
+        settings = self.settings
+        name = settings.aligner.strip()
+        explicit = name.lower() != AUTO
         if not explicit:
             language = "English" if "English" in info.languages else (info.languages or (None,))[0]
             name = resolve_auto(engine_has_timings=bool(info.extra.get("word_timings")), language=language)
+        options = AlignerOptions(device=settings.device, dtype=settings.dtype, download=settings.aligner_download)
         try:
-            aligner = load_aligner(name)
+            aligner = load_aligner(canonical_name(name), options)
         except Exception:
             self.failed_part = f"the aligner {name!r}"
             raise
@@ -175,18 +178,30 @@ class ServerState:
             own = not explicit and info.extra.get("word_timings")
             logger.info("word timings: %s", "the engine's own" if own else "none")
             return None
-        return AlignerThread(aligner)
+        return AlignerThread(aligner, timeout_s=settings.aligner_timeout_s)
 
     @staticmethod
     def _measure_aligner(aligner: AlignerThread, clip: AudioChunk | None) -> None:
-        """Log what aligning costs per second of audio, on the warm-up's own audio (best of three)."""
+        """Log what aligning costs per second of audio, on the warm-up's own audio (best of three).
+
+        Through the aligner's own thread and bound, so an aligner that hangs on the clip delays readiness by one
+        bound, not forever (and the sentences after it go without words until the call returns).
+        """
         if clip is None or not len(clip.samples):
             return
         audio_s = len(clip.samples) / clip.sample_rate
+        bound_s = aligner.deadline_s(audio_s)
         best = float("inf")
         for _ in range(3):
             started = time.perf_counter()
-            aligner.aligner.align(clip.samples, clip.sample_rate, _WARM_UP_TEXT)
+            future = aligner.submit(clip.samples, clip.sample_rate, _WARM_UP_TEXT)
+            try:
+                future.result(timeout=bound_s)
+            except TimeoutError:
+                aligner.expired(future)
+                logger.warning("word timings: aligner %s did not align the %.2f s warm-up clip within %.1f s",
+                               aligner.aligner.name, audio_s, bound_s)  # fmt: skip
+                return
             best = min(best, time.perf_counter() - started)
         logger.info(
             "word timings: aligner %s, %.3f s per audio second (best of 3 on the %.2f s warm-up clip)",

@@ -16,6 +16,11 @@ after a ``SegmentFinished`` waits behind its words — the cost of aligning that
 ~0.03 s per second of audio, while the listener still has that sentence's seconds to play). A sentence the
 aligner cannot align (silence, noise, a failed sentence) gets no words; its audio is unaffected.
 
+A bound, so a hung or very slow aligner never holds audio: a sentence waits for its words at most
+``AlignerThread.deadline_s`` (``--aligner-timeout``; by default ``max(1 s, 2 × its audio)``), then goes without
+them and the events behind it go on; the log says why once. While a call runs past its bound, later sentences
+go without words at once rather than queueing behind it, and no second thread is started (issue 29).
+
 Times: the aligner times a sentence from its first sample; the sentence's start on the utterance's clock
 (samples as the driver delivered them, before the leading-silence trim) is added here, and the words then
 go through ``Utterance._trim`` like an engine's. Offsets: into the utterance's text, where the sentence is
@@ -26,8 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import logging
+import queue
+import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,14 +51,55 @@ from speakwire.text.alignment import WordTiming
 
 logger = logging.getLogger(__name__)
 
+CLOSE_WAIT_S = 5.0
+"""How long closing waits for a call in progress before leaving the (daemon) thread to the process's end."""
+TIMEOUT_FLOOR_S = 1.0
+TIMEOUT_PER_AUDIO_S = 2.0
+"""The default bound on one sentence's wait for its words: ``max(TIMEOUT_FLOOR_S, TIMEOUT_PER_AUDIO_S × its audio)``.
+An aligner that keeps up costs a fraction of the audio (PocketSphinx ~0.03 s per audio second); twice the audio
+only passes when something is wrong, and the floor keeps a short sentence from timing out on a busy machine."""
+
+
+@dataclass(slots=True, eq=False)
+class _Job:
+    samples: Float32Array
+    rate: int
+    text: str
+    future: concurrent.futures.Future[list[WordTiming]]
+    deadline: float
+    """``time.monotonic()`` after which nobody waits for this job's words."""
+
 
 class AlignerThread:
-    """A pipeline's aligner and the one thread it runs on (aligning is blocking CPU work, one at a time)."""
+    """A pipeline's aligner, the one thread it runs on, and how long a sentence may wait for it.
 
-    def __init__(self, aligner: Aligner) -> None:
+    Aligning is blocking CPU (or GPU) work, one sentence at a time, on a daemon thread of its own (not a
+    ``ThreadPoolExecutor``: the interpreter joins those at exit, so a hung call would hold the process). A
+    sentence waits for its words at most ``deadline_s`` of its audio (``SentenceWords`` keeps the clock): a job
+    still queued then is dropped, and while a call runs past its bound every new sentence goes without words at
+    once instead of queueing behind it. The thread stays the only one: a hung call is never replaced by another
+    thread (that would leak one per hang, and an aligner holding a lock would block it too); when the call returns,
+    aligning resumes.
+    """
+
+    def __init__(self, aligner: Aligner, *, timeout_s: float | None = None) -> None:
+        """``timeout_s``: the bound on every sentence's wait; None: ``max(1 s, 2 × the sentence's audio)``."""
+        if timeout_s is not None and timeout_s <= 0:
+            raise ValueError(f"the aligner timeout must be positive, got {timeout_s}")
         self.aligner = aligner
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="speakwire-aligner")
+        self.timeout_s = timeout_s
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._running: _Job | None = None
+        self._started_at = 0.0
+        self._overrun = False
+        """A call ran past its bound (said once in the log, until it returns)."""
         self._warned = False
+        self._behind_warned = False
+        self.timed_out = 0
+        """Sentences that went without words because they waited their bound (for metrics and tests)."""
+        self._thread = threading.Thread(target=self._work, name="speakwire-aligner", daemon=True)
+        self._thread.start()
 
     def aligns(self, language: str | None) -> bool:
         """Whether an utterance in ``language`` is aligned (unknown or ``auto``: yes, the aligner may return none)."""
@@ -57,21 +107,98 @@ class AlignerThread:
             return True
         return speaks(self.aligner.languages, language)
 
-    def submit(self, samples: Float32Array, rate: int, text: str) -> concurrent.futures.Future[list[WordTiming]]:
-        return self._pool.submit(self._align, samples, rate, text)
+    def deadline_s(self, audio_s: float) -> float:
+        """How long a sentence of ``audio_s`` seconds waits for its words before it goes without them."""
+        if self.timeout_s is not None:
+            return self.timeout_s
+        return max(TIMEOUT_FLOOR_S, TIMEOUT_PER_AUDIO_S * audio_s)
 
-    def _align(self, samples: Float32Array, rate: int, text: str) -> list[WordTiming]:
+    def submit(self, samples: Float32Array, rate: int, text: str) -> concurrent.futures.Future[list[WordTiming]]:
+        """Align one sentence on the aligner's thread; the future is done at once (no words) while a call overruns."""
+        future: concurrent.futures.Future[list[WordTiming]] = concurrent.futures.Future()
+        now = time.monotonic()
+        with self._lock:
+            running = self._running
+            if running is not None and now > running.deadline:
+                self.timed_out += 1
+                self._say_overrun(now - self._started_at)
+                future.set_result([])  # behind a call past its bound: no words rather than an unbounded wait
+                return future
+        self._jobs.put(_Job(samples, rate, text, future, now + self.deadline_s(len(samples) / rate)))
+        return future
+
+    def expired(self, future: concurrent.futures.Future[list[WordTiming]]) -> None:
+        """The sentence of ``future`` went without words (its bound passed): drop its job if it has not started."""
+        now = time.monotonic()
+        with self._lock:
+            self.timed_out += 1
+            running = self._running
+            if running is not None and (running.future is future or now > running.deadline):
+                self._say_overrun(now - self._started_at)  # its own call, or one it queued behind, overran
+            elif not self._behind_warned and not future.done():
+                self._behind_warned = True
+                logger.warning("aligner %s is behind: a sentence waited its bound in the queue and goes without word "
+                               "timings, its audio unaffected (said once)", self.aligner.name)  # fmt: skip
+            future.cancel()  # still queued: it never runs (a running call cannot be stopped)
+
+    def close(self) -> None:
+        """Stop the thread (jobs still queued are dropped) and release the aligner once its call has returned."""
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                job.future.cancel()
+        self._jobs.put(None)
+        self._thread.join(timeout=CLOSE_WAIT_S)
+        if self._thread.is_alive():  # a call that does not return: the daemon thread ends with the process
+            logger.warning("aligner %s is still busy at shutdown; it is left to end with the process",
+                           self.aligner.name)  # fmt: skip
+            return
+        self.aligner.close()
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            if not job.future.set_running_or_notify_cancel():
+                continue  # its sentence stopped waiting while it was queued
+            with self._lock:
+                self._running, self._started_at = job, time.monotonic()
+            try:
+                words = self._align(job)
+            finally:
+                with self._lock:
+                    self._running = None
+                    overran, self._overrun = self._overrun, False
+            if overran:
+                logger.info("aligner %s: the call that overran returned after %.1f s; aligning again",
+                            self.aligner.name, time.monotonic() - self._started_at)  # fmt: skip
+            job.future.set_result(words)
+
+    def _align(self, job: _Job) -> list[WordTiming]:
         try:
-            return self.aligner.align(samples, rate, text)
+            return self.aligner.align(job.samples, job.rate, job.text)
         except Exception:
             if not self._warned:  # a sentence without timings must not cost its audio; say why once
                 self._warned = True
                 logger.exception("aligner %s failed; the sentence goes without word timings", self.aligner.name)
             return []
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        self.aligner.close()
+    def _say_overrun(self, running_s: float) -> None:
+        """Log once per overrunning call why sentences go without words (called holding the lock)."""
+        if self._overrun:
+            return
+        self._overrun = True
+        job = self._running
+        audio_s = len(job.samples) / job.rate if job is not None else 0.0
+        logger.warning(
+            "aligner %s: a %.2f s sentence is still being aligned after %.1f s (bound %.1f s); sentences go without "
+            "word timings until it returns, their audio unaffected",
+            self.aligner.name, audio_s, running_s, self.deadline_s(audio_s),
+        )  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -80,6 +207,8 @@ class _Words:
 
     index: int
     words: tuple[WordTiming, ...] | None = None
+    timer: asyncio.TimerHandle | None = None
+    """Gives the sentence no words once its bound (``AlignerThread.deadline_s``) has passed."""
 
 
 @dataclass(slots=True)
@@ -134,6 +263,9 @@ class SentenceWords:
     def close(self) -> None:
         """The utterance ended (cancelled): deliver nothing more."""
         self._closed = True
+        for held in self._queue:
+            if isinstance(held, _Words) and held.timer is not None:
+                held.timer.cancel()
         self._queue.clear()
         self._on_drained = None
 
@@ -167,34 +299,50 @@ class SentenceWords:
         samples = np.concatenate(sentence.parts) if len(sentence.parts) > 1 else sentence.parts[0]
         start_s = sentence.start / self._rate
         future = self._aligner.submit(samples, self._rate, spoken)
+        bound_s = self._aligner.deadline_s(len(samples) / self._rate)
+        slot.timer = self._loop.call_later(bound_s, self._expire, slot, future)
 
         def done(future: concurrent.futures.Future[list[WordTiming]]) -> None:
-            words = [] if future.cancelled() else future.result()
+            if future.cancelled():
+                return  # its bound passed while it was queued: ``_expire`` gave the sentence no words
             placed = tuple(
                 dataclasses.replace(w, char_start=w.char_start + at, char_end=w.char_end + at,
                                     start_s=w.start_s + start_s, end_s=w.end_s + start_s)
-                for w in words
+                for w in future.result()
             )  # fmt: skip
-            self._loop.call_soon_threadsafe(self._resolved, slot, placed)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the server is gone, nobody waits
+                self._loop.call_soon_threadsafe(self._resolved, slot, placed)
 
         future.add_done_callback(done)
 
     def _resolved(self, slot: _Words, words: tuple[WordTiming, ...]) -> None:
+        if slot.words is not None:
+            return  # its bound passed first: the sentence went on without these
+        if slot.timer is not None:
+            slot.timer.cancel()
         slot.words = words
         self._drain()
 
+    def _expire(self, slot: _Words, future: concurrent.futures.Future[list[WordTiming]]) -> None:
+        """The sentence's bound passed without its words: it goes without them, and the events behind it go on."""
+        if slot.words is not None or self._closed:
+            return
+        self._aligner.expired(future)
+        slot.words = ()
+        self._drain()
+
     def _drain(self) -> None:
-        queue = self._queue
-        while queue and not self._closed:
-            head = queue[0]
+        held = self._queue
+        while held and not self._closed:
+            head = held[0]
             if isinstance(head, _Words):
                 if head.words is None:
                     return
-                queue.popleft()
+                held.popleft()
                 if head.words:
                     self._emit(AudioReady(head.index, np.zeros(0, np.float32), head.words))
             else:
-                queue.popleft()
+                held.popleft()
                 self._emit(head)
         callback, self._on_drained = self._on_drained, None
         if callback is not None and not self._closed:

@@ -186,6 +186,11 @@ class Utterance:
         return self._text_parts[0] if self._text_parts else ""
 
     @property
+    def aligned_words(self) -> bool:
+        """Its words come from an aligner: each sentence's as an ``AudioReady`` with no samples after its audio."""
+        return self._words is not None
+
+    @property
     def released(self) -> bool:
         """True once ``close`` has given the stream slot back."""
         return self._released

@@ -328,12 +328,19 @@ class ElevenLabsSession(WebSocketSession):
         word in a streamed window, a sentence's last few resampled samples) waits for the next chunk, unless
         nothing more is coming yet: clients that place each chunk's words by adding up the previous chunks'
         alignment (pipecat's ``calculate_word_times``) would otherwise lose its duration.
+
+        Words from an aligner (Qwen3) come after their sentence's audio, which is never held for them: the audio
+        goes out at once with no alignment, and each sentence's words follow in a message with empty audio whose
+        alignment spans the audio from the end of the previous alignment to the end of this sentence. pipecat and
+        LiveKit read ``alignment`` apart from ``audio`` and advance their clock by each alignment's span, so the
+        spans still add up to the audio and every word lands where it is heard.
         """
         assert self._query is not None
         fmt = self._query.output_format
         rate = fmt.sample_rate
         out = await AudioOut.open(fmt.output())
         utterance = run.admitted.utterance
+        after_audio = utterance.aligned_words
         unsent = b""
         chars: list[CharTiming] = []
         produced = sent = 0
@@ -342,7 +349,15 @@ class ElevenLabsSession(WebSocketSession):
         async for part in out.parts(utterance):
             if run.stopped:
                 continue
-            if isinstance(part, AudioPart):
+            if isinstance(part, AudioPart) and after_audio:
+                produced += part.samples
+                if part.data:
+                    await self._send_audio(ctx, run, part.data, [], 0.0, 0.0)
+                if part.words:  # a sentence's aligned words: their alignment covers the audio since the last one
+                    placed = run.aligner.place(part.words, produced / rate)
+                    await self._send_audio(ctx, run, b"", placed, sent / rate, produced / rate)
+                    sent = produced
+            elif isinstance(part, AudioPart):
                 produced += part.samples
                 aligned = aligned or bool(part.words)
                 chars += run.aligner.place(part.words, produced / rate)
@@ -362,7 +377,7 @@ class ElevenLabsSession(WebSocketSession):
             elif isinstance(part, UtteranceEnd) and not part.cancelled:
                 unsent += part.data
                 chars += run.aligner.finish(produced / rate)
-                if unsent:
+                if unsent or (after_audio and chars):  # an aligner's: the text no word reached, to the end
                     await self._send_audio(ctx, run, unsent, chars, sent / rate, produced / rate)
         ctx.last_activity = self.channel.last_activity = time.monotonic()  # inactivity counts from here
 
