@@ -377,3 +377,17 @@ def audio_of(swv: bytes) -> bytes:
 
     with zipfile.ZipFile(io.BytesIO(swv)) as archive:
         return archive.read("audio.flac")
+
+
+def test_a_bad_voices_url_or_an_s3_that_does_not_answer_is_said_plainly_by_the_commands(tmp_path: Path) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    env = {**os.environ, **LoopbackS3().env(), "AWS_ENDPOINT_URL_S3": nobody, "SPEAKWIRE_DATA_DIR": str(tmp_path)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "speakwire", *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+    served = run("serve", "--port", str(free_port()), "--voices-url", "https://example.com/voices")
+    assert served.returncode == 2 and "must be s3://bucket/prefix" in served.stderr
+    listed = run("voices", "list", "--voices-url", f"s3://{BUCKET}/cli")
+    assert listed.returncode == 1 and "cannot be reached" in listed.stderr and f"s3://{BUCKET}/cli/" in listed.stderr
