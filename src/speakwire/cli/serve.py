@@ -150,21 +150,6 @@ def _voices_url_problem(flag: str | None) -> str | None:
     return None
 
 
-def _voices_url_problem(flag: str | None) -> str | None:
-    """What is wrong with ``--voices-url`` (or ``SPEAKWIRE_VOICES_URL``), before anything starts; None: nothing."""
-    from speakwire.voices.backend import voices_url_from_env
-    from speakwire.voices.s3 import S3Location
-
-    url = flag or voices_url_from_env()
-    if url is None:
-        return None
-    try:
-        S3Location.parse(url)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
 def _aliases(pairs: list[str], flag: str) -> dict[str, str]:
     aliases = {}
     for pair in pairs:
@@ -269,9 +254,6 @@ def run(args: argparse.Namespace) -> int:
             "cover it); pass --insecure to serve it anyway, or bind a loopback --host",
             file=sys.stderr,
         )
-        return 2
-    if problem := _voices_url_problem(settings.voices_url):
-        print(f"error: {problem}", file=sys.stderr)
         return 2
     if problem := _voices_url_problem(settings.voices_url):
         print(f"error: {problem}", file=sys.stderr)
