@@ -1,7 +1,8 @@
-"""Aligner accuracy: PocketSphinx's word starts on Piper audio against Piper's exact ones, and its CPU cost.
+"""Aligner accuracy: an aligner's word starts on Piper audio (PocketSphinx's by default) against Piper's exact ones.
 
     python -m bench.aligner_accuracy                                      # ~1 minute on 2 cores
     python -m bench.aligner_accuracy --out bench/results/aligner-accuracy-2core
+    python -m bench.aligner_accuracy --aligner qwen3:/models/Qwen3-ForcedAligner-0.6B   # needs the weights
 
 Why: engines without word timings (Qwen3-TTS) get them from an aligner (``speakwire.aligners``). Piper's
 timings are exact (its duration predictor, ``engines/piper_alignment``), so Piper audio is a free ground
@@ -25,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from speakwire.aligners.pocketsphinx import PocketSphinxAligner
+from speakwire.aligners.base import AlignerOptions
+from speakwire.aligners.registry import load_aligner
 from speakwire.bench.catalogue import argument_parser
 from speakwire.bench.machine import describe, one_line
 from speakwire.engines.base import SynthesisRequest, SynthesisRun
@@ -72,11 +74,19 @@ def exact_and_audio(engine: PiperEngine, text: str) -> tuple[np.ndarray, int, li
 def main() -> None:
     parser = argument_parser(__name__, __doc__)
     parser.add_argument("--out", type=Path, help="folder for results.json (and its README is yours to write)")
+    parser.add_argument(
+        "--aligner",
+        default="pocketsphinx",
+        help="any --aligner name, e.g. qwen3:/models/Qwen3-ForcedAligner-0.6B (default pocketsphinx)",
+    )
+    parser.add_argument("--device", help="where a model aligner runs (default: CUDA when available)")
     args = parser.parse_args()
     machine = describe()
     print(one_line(machine))
     engine = PiperEngine.load()
-    aligner = PocketSphinxAligner.load()
+    aligner = load_aligner(args.aligner, AlignerOptions(device=args.device))
+    if aligner is None:
+        parser.error("--aligner none times nothing")
     results: list[WordResult] = []
     audio_s = cpu_s = 0.0
     segments = 0
@@ -117,7 +127,8 @@ def main() -> None:
     print("targets", "met" if met and summary["untimed"] == TARGETS["untimed"] else "NOT met", TARGETS)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        report = {"machine": machine, "targets": TARGETS, "summary": summary, "worst": [asdict(r) for r in worst]}
+        report = {"machine": machine, "aligner": aligner.name, "targets": TARGETS, "summary": summary,
+                  "worst": [asdict(r) for r in worst]}  # fmt: skip
         (args.out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
 
 

@@ -68,10 +68,14 @@ def main() -> None:
     parser.add_argument("--seconds", nargs="+", type=float, default=[2.0, 5.0, 10.0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's, one per core)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     tests_on_path()
     import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
     from qwen_asr import Qwen3ForcedAligner
     from qwen_asr.inference.qwen3_forced_aligner import Qwen3ForceAlignProcessor
 

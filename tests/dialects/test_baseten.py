@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 import pytest
@@ -23,61 +21,15 @@ from livekit.plugins import baseten
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from support.baseten import BASETEN, alignment, speak
 from support.live_server import LiveServer
 
 TEXT = "Thanks for calling, Dr. Smith. Your order of $25 ships on Jan 5 — it's 50% off! Bye 😀"
 RATE = 24000
-BASETEN = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "seed": 1,
-           "timestamp_type": "word", "timestamp_transport_strategy": "sync"}  # fmt: skip
-
-
-@dataclass
-class Sentence:
-    text: str
-    audio_bytes: int
-    done: dict[str, Any]
-    chunk_words: list[dict[str, Any]] | None = None
-    """vLLM-Omni's trailing ``audio.chunk`` words, with ``word_timestamps: true``."""
-
-
-async def speak(server: LiveServer, config: dict[str, Any], text: str = TEXT) -> list[Sentence]:
-    sentences: list[Sentence] = []
-    async with connect(server.ws_url) as ws:
-        await ws.send(json.dumps(config))
-        await ws.send(json.dumps({"type": "input.text", "text": text}))
-        await ws.send(json.dumps({"type": "input.done"}))
-        current, audio, chunk_words = "", 0, None
-        async with asyncio.timeout(120):
-            while True:
-                message = await ws.recv()
-                if isinstance(message, bytes):
-                    audio += len(message)
-                    continue
-                event = json.loads(message)
-                assert event["type"] != "error", event
-                if event["type"] == "audio.start":
-                    current, audio, chunk_words = event["sentence_text"], 0, None
-                elif event["type"] == "audio.chunk":
-                    if event["audio_b64"]:
-                        audio += len(event["audio_b64"]) * 3 // 4 - event["audio_b64"].count("=")
-                    else:
-                        chunk_words = event["timestamps"]
-                elif event["type"] == "audio.done":
-                    assert event["total_bytes"] == audio
-                    sentences.append(Sentence(current, audio, event, chunk_words))
-                elif event["type"] == "session.done":
-                    return sentences
-
-
-def alignment(sentence: Sentence) -> list[tuple[str, float, float]]:
-    info = sentence.done["timestamp_info"]["word_alignment"]
-    words, starts, ends = info["words"], info["word_start_times_seconds"], info["word_end_times_seconds"]
-    assert len(words) == len(starts) == len(ends)
-    return list(zip(words, starts, ends, strict=True))
 
 
 async def test_audio_done_carries_each_sentences_word_alignment(server: LiveServer) -> None:
-    sentences = await speak(server, BASETEN)
+    sentences = await speak(server, BASETEN, TEXT)
     assert len(sentences) >= 3 and "".join(s.text for s in sentences) == TEXT
     words: list[str] = []
     for sentence in sentences:
@@ -96,8 +48,8 @@ async def test_audio_done_carries_each_sentences_word_alignment(server: LiveServ
 
 
 async def test_word_alignment_is_the_word_timestamps_paths_words(server: LiveServer) -> None:
-    both = await speak(server, {**BASETEN, "word_timestamps": True})  # vLLM-Omni's trailing audio.chunk stays
-    alone = await speak(server, BASETEN)
+    both = await speak(server, {**BASETEN, "word_timestamps": True}, TEXT)  # vLLM-Omni's trailing audio.chunk stays
+    alone = await speak(server, BASETEN, TEXT)
     assert [s.text for s in both] == [s.text for s in alone]
     for with_chunks, without in zip(both, alone, strict=True):
         assert with_chunks.chunk_words is not None
@@ -108,8 +60,8 @@ async def test_word_alignment_is_the_word_timestamps_paths_words(server: LiveSer
 
 
 async def test_word_alignment_rides_per_sentence_files_too(server: LiveServer) -> None:
-    streamed = await speak(server, BASETEN)
-    files = await speak(server, {**BASETEN, "stream_audio": False, "response_format": "wav"})
+    streamed = await speak(server, BASETEN, TEXT)
+    files = await speak(server, {**BASETEN, "stream_audio": False, "response_format": "wav"}, TEXT)
     assert [alignment(s) for s in files] == [alignment(s) for s in streamed]
 
 

@@ -4,8 +4,8 @@ A tiny random checkpoint behind a real server, its words from ``support.aligners
 ``spread_server`` of ``conftest``). An aligner's words come after their sentence's audio, which is never held for
 them: ElevenLabs then sends each sentence's alignment in a message of its own (empty ``audio``) whose span runs
 from the previous alignment's end to the sentence's end, so the spans add up to the audio as pipecat and LiveKit
-add them up; Cartesia sends a ``timestamps`` event after the audio it times. Either way nothing is timed past the
-audio already sent, also when the client barges in.
+add them up; Cartesia sends a ``timestamps`` event after the audio it times; Baseten's shape puts them in the
+sentence's ``audio.done``. Either way nothing is timed past the audio already sent, also when the client barges in.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import websockets.sync.client
 from cartesia import Cartesia
 from qwen3_testing import steer_eos
 
+from support.baseten import BASETEN, alignment, speak
 from support.live_server import LiveServer
 
 pytestmark = pytest.mark.qwen
@@ -118,6 +119,20 @@ def test_elevenlabs_close_context_mid_speech_times_nothing_past_the_audio_sent(s
     assert closed and contexts["a"].words_only >= 1
     assert "".join(contexts["b"].chars).split() == TEXT.split()
     assert abs(contexts["b"].aligned_ms - contexts["b"].audio_ms) <= 1
+
+
+async def test_baseten_word_alignment_carries_a_qwen3_voices_aligned_words(spread_server: LiveServer) -> None:
+    sentences = await speak(spread_server, {**BASETEN, "word_timestamps": True}, TEXT)
+    assert "".join(s.text for s in sentences) == TEXT
+    assert all(s.audio_bytes for s in sentences)
+    for sentence in sentences:
+        timed = alignment(sentence)
+        assert [w for w, _, _ in timed] == sentence.text.split()
+        previous_end = 0.0
+        for _, start, end in timed:  # seconds from this sentence's first sample, inside its audio
+            assert previous_end <= start <= end <= sentence.audio_bytes / 2 / RATE + 0.001
+            previous_end = end
+        assert [w["word"] for w in sentence.chunk_words or []] == [w for w, _, _ in timed]  # vLLM-Omni's, the same
 
 
 def test_cartesia_word_timestamps_carry_a_qwen3_voices_aligned_words_after_their_audio(
