@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from websockets.asyncio.client import connect
@@ -133,6 +134,10 @@ async def test_a_stalled_aligner_never_holds_audio_and_aligning_resumes_when_it_
     assert stalling.calls[warm_up:] == sentences[: stall + 1] + sentences
     assert aligner.timed_out == 2 * len(sentences) - stall
     assert aligner_threads() == threads
+    async with httpx.AsyncClient() as client:
+        metrics = (await client.get(f"{stalling_server.url}/metrics", timeout=10)).text
+    timeouts = 'speakwire_aligner_timeouts_total{aligner="stalling",engine="piper"}'
+    assert f"{timeouts} {float(aligner.timed_out)}" in metrics.splitlines()
 
     said = [r.getMessage() for r in caplog.records if r.name == "speakwire.synthesis.aligning"]
     assert len([m for m in said if "still being aligned" in m]) == 1  # why, once

@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 from speakwire.engines.base import MonitoredEngine
 from speakwire.server.capacity import Capacity
 from speakwire.synthesis import PipelineObserver, SynthesisPipeline, Usage
+from speakwire.synthesis.aligning import AlignerThread
 
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
 
@@ -93,6 +94,8 @@ class SpeechMetrics:
         gauge("speakwire_queued_segments", "Segments waiting for an engine worker.",
               lambda: float(pipeline.scheduler.queued))  # fmt: skip
         gauge("speakwire_busy_workers", "Engine workers synthesizing now.", lambda: float(pipeline.scheduler.busy))
+        if pipeline.aligner is not None:
+            r.register(_AlignerCollector(self.engine, pipeline.aligner))
 
     def observer(self, protocol: str) -> PipelineObserver:
         labels = {"engine": self.engine, "protocol": protocol}
@@ -134,3 +137,18 @@ class _EngineCollector(Collector):
                 family = GaugeMetricFamily(f"speakwire_engine_{name}", name, labels=["engine"])
             family.add_metric([self._engine], float(value))
             yield family
+
+
+class _AlignerCollector(Collector):
+    """``speakwire_aligner_timeouts_total``: sentences that went without words because they waited their bound
+    (``synthesis.aligning``; the log says why only once)."""
+
+    def __init__(self, engine: str, aligner: AlignerThread) -> None:
+        self._engine = engine
+        self._aligner = aligner
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily("speakwire_aligner_timeouts", "Sentences without word timings: the aligner took "
+                                     "longer than their bound.", labels=["engine", "aligner"])  # fmt: skip
+        family.add_metric([self._engine, self._aligner.aligner.name], float(self._aligner.timed_out))
+        yield family
