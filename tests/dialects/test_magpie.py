@@ -419,6 +419,50 @@ def test_the_speech_stream_still_answers_on_the_default_path(seeded: LiveServer)
     assert kinds[0] == "audio.start" and kinds[-1] == "session.done" and pcm == http_pcm(seeded, FIRST, 24000)
 
 
+def test_a_client_that_waits_for_the_greeting_gets_it_and_its_session(seeded: LiveServer) -> None:
+    """NIM's realtime clients wait for conversation.created before they send: the default path greets a silent
+    client after its grace, once, and the session that follows is that conversation."""
+    with websockets.sync.client.connect(bidi_url(seeded)) as ws:
+        created = json.loads(ws.recv(timeout=30))  # sent nothing yet
+        configure(ws, 16000)
+        events = speak(ws, FIRST)
+    assert created["type"] == "conversation.created" and created["conversation"]["id"].startswith("conv_")
+    assert [e["type"] for e in events].count("conversation.created") == 0
+    assert list(audio_by_item(events).values()) == [http_pcm(seeded, FIRST, 16000)]
+
+
+def test_a_speech_stream_client_slower_than_the_grace_still_gets_its_session(seeded: LiveServer) -> None:
+    with websockets.sync.client.connect(bidi_url(seeded)) as ws:
+        greeting = json.loads(ws.recv(timeout=30))  # the greeting a silent client gets; vLLM-Omni clients skip it
+        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
+        ws.send(json.dumps({"type": "input.text", "text": FIRST}))
+        ws.send(json.dumps({"type": "input.done"}))
+        kinds, pcm = [], b""
+        while "session.done" not in kinds:
+            message = ws.recv(timeout=60)
+            if isinstance(message, bytes):
+                pcm += message
+            else:
+                kinds.append(json.loads(message)["type"])
+    assert greeting["type"] == "conversation.created"
+    assert kinds[0] == "audio.start" and kinds[-1] == "session.done" and pcm == http_pcm(seeded, FIRST, 24000)
+
+
+def test_a_silent_client_is_closed_once_after_the_config_timeout(piper_engine: PiperEngine) -> None:
+    live = start_server(Settings(ws_config_timeout_s=1.5), engine=piper_engine)
+    try:
+        with websockets.sync.client.connect(bidi_url(live)) as ws:
+            opened = time.monotonic()
+            assert json.loads(ws.recv(timeout=30))["type"] == "conversation.created"
+            with pytest.raises(websockets.exceptions.ConnectionClosedError):
+                ws.recv(timeout=30)
+            waited = time.monotonic() - opened
+        assert ws.close_code == 1008 and "No message within 1.5 s" in (ws.close_reason or "")
+        assert waited < 2 * 1.5  # one timeout, not the path's and then the session's
+    finally:
+        live.stop()
+
+
 def test_with_a_key_the_session_needs_it_unless_sagemaker_authenticated_the_stream(piper_engine: PiperEngine) -> None:
     keyed = start_server(Settings(api_key="k3y"), engine=piper_engine)
     trusted = start_server(Settings(api_key="k3y", sagemaker=True), engine=piper_engine)

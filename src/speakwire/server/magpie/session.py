@@ -60,6 +60,7 @@ class MagpieSession(WebSocketSession):
         """The session's settings resolved (``connection.config``); None until first needed."""
         self._commits = 0
         self._turn = _TurnAudio()
+        self._greeted = False
 
     # ----- the lifetime's hooks ---------------------------------------------------------------------
 
@@ -67,7 +68,14 @@ class MagpieSession(WebSocketSession):
         if not self._authorized:
             error = p.MagpieError("Missing or invalid API key (header or ?api_key=).", code="unauthorized")
             await self._fatal(p.error_event(error), CLOSE_POLICY)
-        await self._send(self.connection.greeting())
+        await self.greet()
+
+    async def greet(self) -> None:
+        """``conversation.created``, once: at the start, or earlier for a client that waits for it before it
+        sends anything (SageMaker's default path greets a silent client; ``sagemaker.router``)."""
+        if self._authorized and not self._greeted:
+            self._greeted = True
+            await self._send(self.connection.greeting())
 
     async def refuse_draining(self, error: ShuttingDownError) -> None:
         refusal = p.MagpieError(error.message, code="server_busy", kind="server_error")

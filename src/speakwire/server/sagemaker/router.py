@@ -8,14 +8,23 @@ the speech stream (vLLM-Omni's protocol) otherwise (``first_message``).
 
 from __future__ import annotations
 
+import contextlib
+
 from fastapi import APIRouter, Request, WebSocket
 from starlette.responses import JSONResponse
 
+from speakwire.server.limits import CLOSE_POLICY
 from speakwire.server.magpie.protocol import is_realtime_event
 from speakwire.server.magpie.session import MagpieSession
-from speakwire.server.sagemaker.first_message import ReplayingWebSocket, message_text, read_first_message
+from speakwire.server.sagemaker.first_message import (
+    GREETING_GRACE_S,
+    ReplayingWebSocket,
+    message_text,
+    read_first_message,
+)
 from speakwire.server.state import ServerState
 from speakwire.server.stream.session import StreamSession
+from speakwire.server.websocket_channel import ChannelClosed
 
 router = APIRouter()
 
@@ -43,12 +52,30 @@ def _ping(state: ServerState) -> JSONResponse:
 @router.websocket("/invocations-bidirectional-stream")
 async def bidirectional_stream(websocket: WebSocket) -> None:
     """SageMaker's default bidirectional path: Magpie's realtime session if the first message is one of its events,
-    else the same session as /v1/audio/speech/stream (which also answers a client that sent nothing in time)."""
+    else the same session as /v1/audio/speech/stream.
+
+    A client silent for ``GREETING_GRACE_S`` is greeted as Magpie (a NIM client waits for that greeting); one
+    silent for the whole config timeout is closed 1008, once, rather than waited for by the session again.
+    """
     state: ServerState = websocket.app.state.speakwire
+    timeout_s = state.settings.ws_config_timeout_s
     await websocket.accept()
-    first = await read_first_message(websocket, state.settings.ws_config_timeout_s)
-    replaying = ReplayingWebSocket(websocket, first)
+    replaying = ReplayingWebSocket(websocket)
+    magpie = MagpieSession(replaying, state)
+    first = await read_first_message(websocket, min(GREETING_GRACE_S, timeout_s))
+    if first is None and timeout_s > GREETING_GRACE_S and not state.draining:
+        try:
+            await magpie.greet()
+        except ChannelClosed:
+            return
+        first = await read_first_message(websocket, timeout_s - GREETING_GRACE_S)
+    if first is None and not state.draining:  # (draining: the session below refuses it its protocol's way)
+        reason = f"No message within {timeout_s:g} s: send session.config or a Magpie realtime event first."
+        with contextlib.suppress(Exception):
+            await websocket.close(CLOSE_POLICY, reason[:120])
+        return
+    replaying.replay(first)
     if is_realtime_event(message_text(first)):
-        await MagpieSession(replaying, state).run()
+        await magpie.run()
     else:
         await StreamSession(replaying, state, protocol="sagemaker").run()
