@@ -165,8 +165,11 @@ def test_an_error_names_the_client_event_it_answers() -> None:
 
 def test_over_long_text_is_refused_and_an_oversized_message_closes_1009() -> None:
     connection = p.RealtimeConnection(max_commit_chars=20)
-    send(connection, "input_text.append", text="This commit is longer than twenty characters.")
-    assert error_code(send(connection, "input_text.commit")) == "input_too_long"
+    assert send(connection, "input_text.append", text="Short text. ") == []
+    # An append past what one commit speaks is refused at once; the text appended before it is kept and commits.
+    assert error_code(send(connection, "input_text.append", text="This is longer than twenty.")) == "input_too_long"
+    [commit] = send(connection, "input_text.commit")
+    assert isinstance(commit, p.Commit) and commit.text == "Short text. "
     big = json.dumps({"type": "input_text.append", "text": "a" * MAX_TEXT_MESSAGE_BYTES})
     [fatal] = connection.receive(big)
     assert isinstance(fatal, p.Fatal) and fatal.code == CLOSE_TOO_BIG

@@ -60,7 +60,6 @@ from speakwire.server.limits import (
     CLOSE_TOO_BIG,
     MAX_CONFIG_BYTES,
     MAX_FRAME_BYTES,
-    MAX_SESSION_CHARS,
     MAX_TEXT_MESSAGE_BYTES,
 )
 from speakwire.server.options import SpeechOptions
@@ -85,8 +84,6 @@ DEFAULT_SAMPLE_RATE_HZ = 22050
 AUDIO_FORMAT = "LINEAR_PCM"
 MAX_AUDIO_BYTES_PER_EVENT = MAX_FRAME_BYTES
 """PCM in one ``speech.data`` event (before base64), as binary frames are cut elsewhere."""
-MAX_APPENDED_CHARS = MAX_SESSION_CHARS
-"""Text appended and not yet committed; beyond it an append is refused (and dropped)."""
 
 _COMMIT_ERRORS = InputErrors(
     param="text",
@@ -402,9 +399,10 @@ class RealtimeConnection:
             text = message.get("text")
             if not isinstance(text, str):
                 raise MagpieError("input_text.append needs a string 'text'.", code="invalid_value", param="text")
-            if self._appended_chars + len(text) > MAX_APPENDED_CHARS:
-                raise MagpieError(f"Appended text would exceed {MAX_APPENDED_CHARS} characters; commit first. "
-                                  "The text was dropped.", code="input_too_long", param="text")  # fmt: skip
+            if self._appended_chars + len(text) > self._max_commit_chars:  # refused here, or the commit loses all
+                raise MagpieError(f"Appended text would exceed {self._max_commit_chars} characters, the most one "
+                                  "commit speaks; commit first. This text was dropped; what came before it waits.",
+                                  code="input_too_long", param="text")  # fmt: skip
             self._appended.append(text)
             self._appended_chars += len(text)
             return []
