@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import httpx
 import pytest
+import websockets.exceptions
 from livekit.agents import APIConnectOptions, APIStatusError
 from livekit.plugins import baseten
 from livekit.plugins.baseten import qwen3_tts
@@ -212,3 +213,27 @@ async def test_bad_voice_adds_get_error_events_and_the_session_goes_on(
         await ws.send(json.dumps({"type": "input.done"}))
         events = [(await next_json(ws))["type"] for _ in range(3)]
         assert events == ["audio.start", "audio.done", "session.done"]
+
+
+async def test_a_clip_sized_message_is_not_read_before_the_api_key(piper_engine: PiperEngine, tmp_path: Path) -> None:
+    """A voice.add over the config limit (4 MiB) from a client that has not given the key is refused unparsed (1008);
+    with the key (Baseten's ``Authorization: Api-Key``) the same size is read (off the event loop) and answered."""
+    keyed = start_server(Settings(data_dir=str(tmp_path / "data"), api_key="k3y"), engine=piper_engine)
+    junk = base64.b64encode(b"\x01\x02 not audio " * 400_000).decode()  # ~7 MB of base64, under voice.add's 14 MiB
+    big = json.dumps({"type": "voice.add", "name": "big", "consent": "I agree.", "audio_data": junk})
+    try:
+        async with connect(keyed.ws_url, max_size=None) as ws:
+            await ws.send(big)
+            refusal = await next_json(ws)
+            with pytest.raises(websockets.exceptions.ConnectionClosed):
+                await ws.recv()
+        assert (refusal["type"], refusal["code"]) == ("error", "unauthorized") and ws.close_code == 1008
+        assert "exceeds" in refusal["message"]  # refused for its size, before its JSON was read
+        async with connect(keyed.ws_url, max_size=None, additional_headers={"Authorization": "Api-Key k3y"}) as ws:
+            await ws.send(big)
+            error = await next_json(ws)
+            assert (error["type"], error["code"], error["param"]) == ("error", "invalid_voice", "audio_data")
+            await ws.send(json.dumps({"type": "voice.list"}))  # the session goes on
+            assert (await next_json(ws))["type"] == "voice.listed"
+    finally:
+        keyed.stop()

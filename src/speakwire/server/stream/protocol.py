@@ -472,6 +472,10 @@ class StreamProtocol:
         size = len(message.encode(errors="surrogatepass")) if len(message) > MAX_CONFIG_BYTES else 0
         if size > MAX_VOICE_ADD_BYTES:
             return fatal(f"Message exceeds {MAX_VOICE_ADD_BYTES} bytes.", CLOSE_TOO_BIG, code="too_large")
+        if size > MAX_CONFIG_BYTES and not self.authorized:  # a clip is not parsed for a client not yet let in
+            return fatal(f"Message exceeds {MAX_CONFIG_BYTES} bytes before the API key was given (header, ?api_key= "
+                         "or session.config api_key); send voice.add after it.", CLOSE_POLICY,
+                         code="unauthorized")  # fmt: skip
         try:
             event = json.loads(message)
         except json.JSONDecodeError as exc:

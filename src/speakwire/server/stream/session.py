@@ -114,7 +114,10 @@ class StreamSession(WebSocketSession):
     # ----- client messages ----------------------------------------------------------------------
 
     async def dispatch(self, message: str | bytes) -> None:
-        await self._act(self._protocol.receive(message))
+        if len(message) > p.MAX_CONFIG_BYTES:  # a voice.add's clip: parsed and base64-decoded off the event loop
+            await self._act(await asyncio.to_thread(self._protocol.receive, message))
+        else:
+            await self._act(self._protocol.receive(message))
 
     async def _act(self, action: p.Action | None) -> None:
         if isinstance(action, p.Reply):
