@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -14,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 import soundfile as sf
+import websockets.exceptions
 from websockets.asyncio.client import connect
 
 from speakwire.engines.piper import PiperEngine
@@ -21,7 +23,7 @@ from speakwire.server.sagemaker.config import resolve_sagemaker_settings
 from speakwire.server.sagemaker.routing import route_from_attributes
 from speakwire.settings import Settings
 from support.live_server import LiveServer, free_port, start_server
-from support.speech_stream import speak_once
+from support.speech_stream import StreamedSpeech, speak_once
 
 ATTRS = "X-Amzn-SageMaker-Custom-Attributes"
 
@@ -107,10 +109,26 @@ def test_api_key_does_not_block_iam_authenticated_invocations(piper_engine: Pipe
     live = start_server(Settings(api_key="k", sagemaker=True), engine=piper_engine)
     try:
         assert invoke(live, {"input": "Hi.", "response_format": "wav"}).status_code == 200
-        # Other routes still need the key.
+        # The bidirectional path is IAM-authenticated too: the speech stream asks no key there (nor does Magpie's).
+        speech = asyncio.run(speak_on(f"ws://127.0.0.1:{live.settings.port}/invocations-bidirectional-stream"))
+        assert "audio.done" in speech.kinds and "error" not in speech.kinds and speech.pcm_bytes > 2000
+        # Other routes still need the key, the speech stream's own path included.
         assert httpx.post(f"{live.url}/v1/audio/speech", json={"input": "Hi."}).status_code == 401
+        refused = asyncio.run(speak_on(f"ws://127.0.0.1:{live.settings.port}/v1/audio/speech/stream"))
+        assert refused.kinds == ["closed 1008"] and refused.pcm_bytes == 0
     finally:
         live.stop()
+
+
+async def speak_on(url: str) -> StreamedSpeech:
+    """``speak_once`` on a new connection; a refused one gives its close code."""
+    speech = StreamedSpeech()
+    async with connect(url) as ws:
+        try:
+            return await speak_once(ws, "Authenticated by SageMaker.")
+        except websockets.exceptions.ConnectionClosed:
+            speech.kinds.append(f"closed {ws.close_code}")
+            return speech
 
 
 def test_route_attribute_parsing() -> None:

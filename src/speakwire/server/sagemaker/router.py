@@ -78,4 +78,5 @@ async def bidirectional_stream(websocket: WebSocket) -> None:
     if is_realtime_event(message_text(first)):
         await magpie.run()
     else:
-        await StreamSession(replaying, state, protocol="sagemaker").run()
+        # In SageMaker mode IAM authenticated the stream, as /invocations (server.auth): no key, whichever session.
+        await StreamSession(replaying, state, protocol="sagemaker", iam_authenticated=state.settings.sagemaker).run()

@@ -66,11 +66,13 @@ class _Utterance:
 class StreamSession(WebSocketSession):
     protocol = "websocket"
 
-    def __init__(self, websocket: WebSocket, state: ServerState, *, protocol: str = "websocket") -> None:
+    def __init__(
+        self, websocket: WebSocket, state: ServerState, *, protocol: str = "websocket", iam_authenticated: bool = False
+    ) -> None:
+        """``iam_authenticated``: SageMaker authenticated the stream (its bidirectional path): no API key asked."""
         super().__init__(websocket, state, protocol=protocol)
-        self._protocol = p.StreamProtocol(
-            state.settings.api_key, offered_key(websocket.headers, websocket.query_params)
-        )
+        api_key = None if iam_authenticated else state.settings.api_key
+        self._protocol = p.StreamProtocol(api_key, offered_key(websocket.headers, websocket.query_params))
         self._resolved: ResolvedSpeech | None = None
         self._speakers = SpeakerChain()
         self._open: _Utterance | None = None
