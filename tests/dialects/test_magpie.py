@@ -407,18 +407,25 @@ def test_unknown_magpie_voices_speak_with_the_default_voice(seeded: LiveServer) 
     assert list(audio_by_item(events).values()) == [http_pcm(seeded, FIRST, 16000)]
 
 
+def speak_as_the_speech_stream(ws: Any, text: str) -> tuple[list[str], bytes]:
+    """vLLM-Omni's protocol on the default path: the events' types through ``session.done``, and the PCM."""
+    ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
+    ws.send(json.dumps({"type": "input.text", "text": text}))
+    ws.send(json.dumps({"type": "input.done"}))
+    kinds: list[str] = []
+    pcm = b""
+    while "session.done" not in kinds:
+        message = ws.recv(timeout=60)
+        if isinstance(message, bytes):
+            pcm += message
+        else:
+            kinds.append(json.loads(message)["type"])
+    return kinds, pcm
+
+
 def test_the_speech_stream_still_answers_on_the_default_path(seeded: LiveServer) -> None:
     with websockets.sync.client.connect(bidi_url(seeded)) as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
-        ws.send(json.dumps({"type": "input.text", "text": FIRST}))
-        ws.send(json.dumps({"type": "input.done"}))
-        kinds, pcm = [], b""
-        while "session.done" not in kinds:
-            message = ws.recv(timeout=60)
-            if isinstance(message, bytes):
-                pcm += message
-            else:
-                kinds.append(json.loads(message)["type"])
+        kinds, pcm = speak_as_the_speech_stream(ws, FIRST)
     assert kinds[0] == "audio.start" and kinds[-1] == "session.done" and pcm == http_pcm(seeded, FIRST, 24000)
 
 
@@ -437,16 +444,7 @@ def test_a_client_that_waits_for_the_greeting_gets_it_and_its_session(seeded: Li
 def test_a_speech_stream_client_slower_than_the_grace_still_gets_its_session(seeded: LiveServer) -> None:
     with websockets.sync.client.connect(bidi_url(seeded)) as ws:
         greeting = json.loads(ws.recv(timeout=30))  # the greeting a silent client gets; vLLM-Omni clients skip it
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
-        ws.send(json.dumps({"type": "input.text", "text": FIRST}))
-        ws.send(json.dumps({"type": "input.done"}))
-        kinds, pcm = [], b""
-        while "session.done" not in kinds:
-            message = ws.recv(timeout=60)
-            if isinstance(message, bytes):
-                pcm += message
-            else:
-                kinds.append(json.loads(message)["type"])
+        kinds, pcm = speak_as_the_speech_stream(ws, FIRST)
     assert greeting["type"] == "conversation.created"
     assert kinds[0] == "audio.start" and kinds[-1] == "session.done" and pcm == http_pcm(seeded, FIRST, 24000)
 
