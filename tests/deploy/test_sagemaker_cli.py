@@ -11,6 +11,13 @@ from sagemaker_stubs import ACCOUNT, FAST_WAITER, NAME, REGION, WHEN, Stubbed, a
 
 from speakwire.cli import sagemaker as cli
 from speakwire.deploy.sagemaker import delete as delete_module
+from speakwire.deploy.sagemaker.voice_library import (
+    VoiceLibraryError,
+    VoiceLibraryPlan,
+    delete_library,
+    plan_voice_library,
+)
+from speakwire.voices.s3 import S3Location
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -146,13 +153,24 @@ def test_delete_keeps_the_voice_library_unless_asked_and_then_deletes_it_after_t
     queue_model_with_library(sm, {"SPEAKWIRE_VOICES_URL": LIBRARY, "SPEAKWIRE_VOICES_BUCKET_OWNER": ACCOUNT})
     queue_delete_all(sm.stub)
     bucket, owner = "speakwire-voices-210987654321-us-west-2", {"ExpectedBucketOwner": ACCOUNT}
-    keys = ["speakwire-test/voices/jane.json", "speakwire-test/items/abc/audio.flac"]
-    s3.stub.add_response("list_objects_v2", {"Contents": [{"Key": k} for k in keys], "IsTruncated": False},
-                         {"Bucket": bucket, "Prefix": "speakwire-test/", **owner})  # fmt: skip
-    s3.stub.add_response("delete_objects", {}, {"Bucket": bucket, "Delete": {
-        "Objects": [{"Key": k} for k in keys], "Quiet": True}, **owner})  # fmt: skip
+    # Only the library's folders are listed and deleted (anything else under the prefix is not the library's).
+    item = "speakwire-test/items/abc/"
+    for folder, keys in (("voices/", ["speakwire-test/voices/jane.json"]),
+                         ("items/", [f"{item}audio.flac", f"{item}prompt.pt"])):  # fmt: skip
+        s3.stub.add_response("list_objects_v2", {"Contents": [{"Key": k} for k in keys], "IsTruncated": False},
+                             {"Bucket": bucket, "Prefix": f"speakwire-test/{folder}", **owner})  # fmt: skip
+        s3.stub.add_response("delete_objects", {}, {"Bucket": bucket, "Delete": {
+            "Objects": [{"Key": k} for k in keys], "Quiet": True}, **owner})  # fmt: skip
     assert cli.run_delete(parse("delete", "--endpoint-name", NAME, "--region", REGION, "--delete-voices")) == 0
-    assert f"voice library {LIBRARY}: deleted (2 objects)" in capsys.readouterr().out
+    assert f"voice library {LIBRARY}: deleted (3 objects)" in capsys.readouterr().out
+    s3.stub.assert_no_pending_responses()
+
+
+def test_a_library_at_a_buckets_root_is_refused_by_deploy_and_by_delete() -> None:
+    with pytest.raises(VoiceLibraryError, match="needs a prefix"):
+        plan_voice_library(ACCOUNT, REGION, NAME, "s3://some-bucket")
+    with pytest.raises(VoiceLibraryError, match="bucket's root"):
+        delete_library(object(), VoiceLibraryPlan(S3Location.parse("s3://some-bucket/"), ACCOUNT))
 
 
 def test_delete_voices_keeps_the_library_while_the_endpoint_is_not_gone(

@@ -159,7 +159,7 @@ def register(subparsers: Any) -> None:
         "--delete-voices",
         action="store_true",
         help="also delete the endpoint's voice library in S3, every saved voice in it (kept by default; only "
-        "once the endpoint is gone; not if another endpoint shares it)",
+        "once the endpoint is gone; do not use it while another endpoint shares the library)",
     )
     delete.set_defaults(func=run_delete)
 

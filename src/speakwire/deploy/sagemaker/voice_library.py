@@ -58,6 +58,11 @@ def plan_voice_library(account: str, region: str, endpoint_name: str, voices_url
         location = S3Location.parse(voices_url or f"s3://{default_bucket(account, region)}/{endpoint_name}")
     except ValueError as exc:
         raise VoiceLibraryError(str(exc)) from exc
+    if not location.prefix:
+        raise VoiceLibraryError(
+            f"--voices-url {location.url} needs a prefix (s3://{location.bucket}/<prefix>): the library must not be "
+            "the bucket's root, whose other objects a delete would take"
+        )
     return VoiceLibraryPlan(location, account)
 
 
@@ -174,21 +179,39 @@ def recorded_library(sm: Any, endpoint_name: str) -> VoiceLibraryPlan | None:
     if not url:
         return None
     account = environment.get(BUCKET_OWNER_ENV) or ""
-    return VoiceLibraryPlan(S3Location.parse(url), account)
+    try:
+        return VoiceLibraryPlan(S3Location.parse(url), account)
+    except ValueError as exc:
+        raise VoiceLibraryError(f"model {endpoint_name}'s {VOICES_URL_ENV}: {exc}") from exc
 
 
 def delete_library(s3: Any, plan: VoiceLibraryPlan, *, log: Log = print) -> int:
-    """Delete every object of the library (every saved voice: no undo); the number deleted.
+    """Delete the library's objects (every saved voice: no undo); the number deleted.
+
+    Only the library's own keys go (``<prefix>voices/`` and ``<prefix>items/``), never the rest of the prefix,
+    and a library at a bucket's root is refused: that bucket may hold anything else.
 
     Raises:
         VoiceLibraryError: A call was refused or failed; what was deleted before it stays deleted.
     """
+    if not plan.location.prefix:
+        raise VoiceLibraryError(f"{plan.location.url} is a bucket's root: delete its voices/ and items/ by hand")
+    deleted = sum(_delete_under(s3, plan, plan.location.prefix + folder) for folder in LIBRARY_FOLDERS)
+    log(f"voice library {plan.location.url}: deleted ({deleted} objects)")
+    return deleted
+
+
+LIBRARY_FOLDERS = ("voices/", "items/")
+"""The library's folders under its prefix (``voices.shared``: the names' claims, then each voice's files)."""
+
+
+def _delete_under(s3: Any, plan: VoiceLibraryPlan, prefix: str) -> int:
     owner = {"ExpectedBucketOwner": plan.account} if plan.account else {}
     bucket, deleted = plan.location.bucket, 0
     token: dict[str, str] = {}
     try:
         while True:
-            reply = s3.list_objects_v2(Bucket=bucket, Prefix=plan.location.prefix, **owner, **token)
+            reply = s3.list_objects_v2(Bucket=bucket, Prefix=prefix, **owner, **token)
             keys = [{"Key": entry["Key"]} for entry in reply.get("Contents") or ()]
             if keys:
                 answer = s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True}, **owner)
@@ -201,5 +224,4 @@ def delete_library(s3: Any, plan: VoiceLibraryPlan, *, log: Log = print) -> int:
             token = {"ContinuationToken": reply["NextContinuationToken"]}
     except (ClientError, BotoCoreError) as exc:
         raise VoiceLibraryError(f"deleting {plan.location.url}: {explain(exc, 's3')}") from exc
-    log(f"voice library {plan.location.url}: deleted ({deleted} objects)")
     return deleted
