@@ -18,6 +18,7 @@ from typing import Any
 
 import aiohttp
 import httpx
+import numpy as np
 import pytest
 import websockets.exceptions
 from livekit.agents import APIConnectOptions, APIStatusError
@@ -118,7 +119,11 @@ def test_the_plugins_defaults_speak_a_named_voice_as_customvoice_does(
 
     default, preset, streamed = asyncio.run(speak_all())
     assert len(default) > RATE * 2  # more than a second of speech
-    assert default == preset  # seeded: the same voice, the same audio
+    # Seeded: the same voice, the same audio, to the last bit but for rounding (the 22.05 -> 24 kHz resampler runs
+    # per chunk, and where chunks end depends on timing: a few samples may differ by 1).
+    assert len(default) == len(preset)
+    difference = np.abs(np.frombuffer(default, np.int16).astype(np.int32) - np.frombuffer(preset, np.int16))
+    assert difference.max() <= 2 and np.count_nonzero(difference) < len(difference) // 1000
     # The turn ended, so the flush's input.done was answered with session.done (the plugin waits for it), and both
     # sentences were spoken (how pieces are cut into segments depends on when they arrive, so not sample-equal).
     assert len(streamed) > RATE * 2
