@@ -300,6 +300,12 @@ def test_a_name_no_one_saved_is_read_from_s3_about_once_a_second_and_a_voice_sav
             assert response.status_code == 404
         reads = calls["get_object"] - before
         assert 1 <= reads <= 1 + (time.monotonic() - started) / FRESH_S
+        # A name that could never be saved (too long, a path, spaces) is unknown without asking S3 at all.
+        before = sum(calls.values())
+        for name in ("x" * 2000, "../etc/passwd", "two words"):
+            response = httpx.post(f"{live.url}/v1/audio/speech", json={"input": "Hi.", "voice": name}, timeout=30)
+            assert response.status_code in (400, 404), response.text
+        assert sum(calls.values()) == before
         assert upload_to(other, "fresh").status_code == 200
         speak = {"input": "Hi.", "voice": "fresh", "response_format": "wav"}
         response = httpx.post(f"{live.url}/v1/audio/speech", json=speak, timeout=30)

@@ -44,6 +44,13 @@ def validate_name(value: object, *, param: str = "name") -> str:
     return name
 
 
+def is_valid_name(value: str) -> bool:
+    """Whether ``value`` could be a saved voice's name (``validate_name`` would take it): a name that cannot be saved
+    cannot exist, so a lookup of anything else needs no library (nor, when the library is S3's, a request)."""
+    name = value.strip()
+    return 0 < len(name) <= MAX_NAME_LENGTH and _NAME.fullmatch(name) is not None
+
+
 def name_key(name: str) -> str:
     """The form names are compared and stored unique by: ``Jane`` and ``jane`` are one voice."""
     return name.strip().lower()

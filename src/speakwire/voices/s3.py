@@ -137,13 +137,20 @@ class S3Objects:
     def delete(self, key: str, *, if_match: str | None = None) -> bool:
         """Remove the object; with ``if_match`` only while its ETag is that one (where the S3 implementation
         offers conditional deletes; elsewhere unconditionally). False when it was not removed."""
-        try:
-            self._call("delete_object", Key=key, **({"IfMatch": if_match} if if_match else {}))
-        except (_Missing, _Precondition):
-            return False
-        except _NotImplemented:  # an S3-compatible server without conditional deletes
-            return self.delete(key)
-        return True
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                self._call("delete_object", Key=key, **({"IfMatch": if_match} if if_match else {}))
+            except (_Missing, _Precondition):
+                return False
+            except _NotImplemented:  # an S3-compatible server without conditional deletes
+                return self.delete(key)
+            except _Conflict:  # S3's 409 for conditional requests racing on one key: try again, as put does
+                if attempt == CONFLICT_RETRIES:
+                    raise self._unavailable(f"delete {key}: conflicting requests kept racing") from None
+                time.sleep(0.05 * (attempt + 1))
+                continue
+            return True
+        raise AssertionError("unreachable")
 
     def list(self, prefix: str) -> list[tuple[str, str]]:
         """``(key, etag)`` of every object under ``prefix`` (relative keys, in S3's key order)."""

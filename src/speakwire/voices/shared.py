@@ -57,7 +57,7 @@ from speakwire.voices.audio import AUDIO_FILE, ReferenceAudio
 from speakwire.voices.changes import Marker
 from speakwire.voices.fields import VoiceFields
 from speakwire.voices.models import PromptRecord, SavedVoice
-from speakwire.voices.names import name_key
+from speakwire.voices.names import is_valid_name, name_key
 from speakwire.voices.prompts import model_key
 from speakwire.voices.s3 import ObjectExistsError, S3Location, S3Object, S3Objects
 from speakwire.voices.store import DEFAULT_MAX_VOICES, PromptFile, VoiceStore, name_taken
@@ -142,6 +142,8 @@ class SharedVoiceStore:
     def find(self, name: str) -> SavedVoice | None:
         """The voice called ``name``, or None: from the cache while S3's answer is fresh, else after asking S3;
         when S3 does not answer, a cached voice still (speech goes on), else ``LibraryUnavailableError``."""
+        if not is_valid_name(name):  # a client's voice field, any string: no S3 request for what cannot exist
+            return None
         if self._fresh(name_key(name)):
             return self.cache.find(name)
         try:
@@ -159,7 +161,7 @@ class SharedVoiceStore:
             NotFoundError: No such voice.
             LibraryUnavailableError: S3 does not answer.
         """
-        voice = self._refresh(name)
+        voice = self._refresh(name) if is_valid_name(name) else None
         if voice is None:
             raise NotFoundError(f"Voice '{name}' not found", param="name")
         return voice
