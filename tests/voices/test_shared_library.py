@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import os
 import re
 import signal
@@ -28,6 +29,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+import websockets.asyncio.client
+import websockets.exceptions
 from voice_testing import upload, wav_clip
 
 from speakwire.engines.piper import PiperEngine
@@ -245,6 +248,10 @@ def test_s3_down_answers_503_with_the_reason_for_library_calls_while_built_in_vo
         for response in refusals:
             assert response.status_code == 503, response.text
             assert "cannot be reached" in response.text and "s3://" in response.text
+        # The speech stream: a session.config naming a voice the library cannot look up closes "try later" (1013)
+        # with the reason, not 1008 "invalid config" (which tells a client the mistake is its own).
+        closed = asyncio.run(configure_stream(a.url.replace("http", "ws") + "/v1/audio/speech/stream", "nobody"))
+        assert closed[0] == 1013 and "cannot be reached" in closed[1]
         assert a.speak("alloy").status_code == 200
         default = httpx.post(f"{a.url}/v1/audio/speech", json={"input": "Still here."}, timeout=60)
         assert default.status_code == 200 and len(default.content) > 1000
@@ -254,6 +261,17 @@ def test_s3_down_answers_503_with_the_reason_for_library_calls_while_built_in_vo
         s3.start()
     time.sleep(QUIET_AFTER_FAILURE_S)  # A asks again this long after S3 last failed to answer
     assert a.names() == ["cached"]
+
+
+async def configure_stream(url: str, voice: str) -> tuple[int | None, str]:
+    """Send a session.config naming ``voice``; the close code and the last event's message."""
+    message = ""
+    async with websockets.asyncio.client.connect(url) as ws:
+        await ws.send(json.dumps({"type": "session.config", "voice": voice, "response_format": "pcm"}))
+        with contextlib.suppress(websockets.exceptions.ConnectionClosed):
+            async for event in ws:
+                message = json.loads(event).get("message", message) if isinstance(event, str) else message
+    return ws.close_code, message
 
 
 def test_the_cache_survives_a_restart_without_s3_and_refreshes_when_s3_returns(

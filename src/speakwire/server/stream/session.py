@@ -20,7 +20,14 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
-from speakwire.errors import NotReadyError, PayloadTooLargeError, ShuttingDownError, SpeakwireError, TooBusyError
+from speakwire.errors import (
+    LibraryUnavailableError,
+    NotReadyError,
+    PayloadTooLargeError,
+    ShuttingDownError,
+    SpeakwireError,
+    TooBusyError,
+)
 from speakwire.output import AudioOut, AudioPart, OutputSpec, SegmentEnd, SegmentStart, UtteranceEnd
 from speakwire.server.admission import Admitted, admit
 from speakwire.server.auth import offered_key
@@ -149,6 +156,9 @@ class StreamSession(WebSocketSession):
             resolved = await resolve_speech(self.state, engine, config.options)
         except NotReadyError as exc:
             await self._act(p.fatal(exc.message, p.CLOSE_TRY_LATER, code="not_ready"))
+            return
+        except LibraryUnavailableError as exc:  # S3 did not answer for a saved voice: not the client's mistake
+            await self._act(p.fatal(exc.message, p.CLOSE_TRY_LATER, code="library_unavailable"))
             return
         except SpeakwireError as exc:
             await self._act(p.fatal(f"Invalid session.config: {exc.message}", p.CLOSE_POLICY, code="invalid_config",
