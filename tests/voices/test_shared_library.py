@@ -32,6 +32,9 @@ import pytest
 import websockets.asyncio.client
 import websockets.exceptions
 from voice_testing import upload, wav_clip
+from wyoming.client import AsyncTcpClient
+from wyoming.info import Describe, Info
+from wyoming.tts import Synthesize
 
 from speakwire.engines.piper import PiperEngine
 from speakwire.settings import Settings
@@ -415,3 +418,29 @@ def test_a_bad_voices_url_or_an_s3_that_does_not_answer_is_said_plainly_by_the_c
     assert served.returncode == 2 and "must be s3://bucket/prefix" in served.stderr
     listed = run("voices", "list", "--voices-url", f"s3://{BUCKET}/cli")
     assert listed.returncode == 1 and "cannot be reached" in listed.stderr and f"s3://{BUCKET}/cli/" in listed.stderr
+
+
+async def test_with_s3_down_wyoming_still_describes_the_built_in_voices_and_keeps_the_client(
+    s3: LoopbackS3, voices_url: str, tmp_path: Path
+) -> None:
+    """Home Assistant discovers voices with Describe: an S3 outage must not drop it (issue 33: built-in voices
+    are untouched), so the answer lists the engine's voices, and the same connection still speaks."""
+    wyoming_port = free_port()
+    instance = Instance(tmp_path / "w", voices_url, s3, SPEAKWIRE_WYOMING_PORT=str(wyoming_port))
+    s3.stop()
+    try:
+        async with AsyncTcpClient("127.0.0.1", wyoming_port) as client:
+            kinds = []
+            for event in (Describe().event(), Describe().event(), Synthesize(text="Still here.").event()):
+                await client.write_event(event)
+                while (answer := await asyncio.wait_for(client.read_event(), 60)) is not None:
+                    kinds.append(answer.type)
+                    if answer.type in ("info", "audio-stop", "error"):
+                        break
+                if answer is not None and answer.type == "info":
+                    assert Info.from_event(answer).tts[0].voices, "no built-in voice described"
+        assert kinds[:2] == ["info", "info"] and kinds[2] == "audio-start" and kinds[-1] == "audio-stop"
+        assert "describing built-in voices only" in instance.log.read_text()
+    finally:
+        s3.start()
+        instance.stop()

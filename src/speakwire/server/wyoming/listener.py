@@ -35,6 +35,7 @@ from pathlib import Path
 
 import speakwire
 from speakwire.errors import (
+    LibraryUnavailableError,
     NotFoundError,
     NotReadyError,
     PayloadTooLargeError,
@@ -359,7 +360,11 @@ class WyomingConnection:
             await self._send(p.pong(command.text))
             return
         engine, _, _ = self.state.require_ready()
-        saved = await self.state.voices.list_voices() if self.state.voices is not None else []
+        try:
+            saved = await self.state.voices.list_voices() if self.state.voices is not None else []
+        except LibraryUnavailableError as exc:  # S3 down: still describe the built-in voices (and keep the client)
+            logger.warning("wyoming: describing built-in voices only: %s", exc.message)
+            saved = []
         voices = [p.SavedVoiceInfo(v.name, v.language, v.speaker_description) for v in saved]
         info = p.build_info(engine.info, voices, version=speakwire.__version__, voice_language=self._voice_language)
         await self._send(info)
