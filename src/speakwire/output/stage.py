@@ -12,7 +12,8 @@ what the reader took (``synthesis.utterance``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -84,11 +85,14 @@ class AudioOut:
             return self._encoder.content_type
         return CONTENT_TYPES.get(self.spec.codec, "application/octet-stream")
 
-    async def parts(self, utterance: Utterance, *, keep_open: bool = False) -> AsyncIterator[OutputPart]:
+    def parts(self, utterance: Utterance, *, keep_open: bool = False) -> AsyncIterator[OutputPart]:
         """The utterance's output, in order, ending with ``UtteranceEnd``.
 
         With ``keep_open`` the stream's codec is not finished at the end: the next utterance continues it.
         """
+        return _ClosedAtEnd(self._parts(utterance, keep_open=keep_open))
+
+    async def _parts(self, utterance: Utterance, *, keep_open: bool) -> AsyncGenerator[OutputPart, None]:
         spec = self.spec
         self.utterance_start = self.position
         utterance_samples = segment_samples = 0
@@ -96,46 +100,47 @@ class AudioOut:
         gathered: list[Float32Array] = []
         """The samples of the file being gathered (a segment's or the utterance's)."""
         next_offset = 0
-        async for event in utterance.events():
-            if isinstance(event, AudioReady):
-                samples = event.samples if spec.gain == 1.0 else event.samples * spec.gain
-                count = len(samples)
-                data = b""
-                encoder = self._encoder
-                if encoder is not None:
-                    # A byte cast is called directly: an await per chunk costs the loop more than the cast.
-                    encoded = encoder.encoder.encode(samples) if encoder.inline else await encoder.encode(samples)
-                    data = self._pending + encoded
-                    self._pending = b""
-                else:
-                    gathered.append(samples)
-                part = AudioPart(event.index, data, count, self.position, event.words)
-                self.position += count
-                utterance_samples += count
-                segment_samples += count
-                segment_words.extend(event.words)
-                yield part
-            elif isinstance(event, SegmentStarted):
-                segment_samples, segment_words = 0, []
-                offset, next_offset = next_offset, next_offset + len(event.text)
-                if spec.framing == "segment_files":
-                    gathered = []
-                yield SegmentStart(event.index, event.text, offset, self.position)
-            elif isinstance(event, SegmentFinished):
-                file = b""
-                if spec.framing == "segment_files" and gathered:  # a failed segment's audio goes too, marked
-                    file = await self._file(gathered)
-                    gathered = []
-                yield SegmentEnd(event.index, segment_samples, tuple(segment_words), event.error, file)
-            elif isinstance(event, UtteranceFinished):
-                data = b""
-                if not event.cancelled:
-                    if spec.framing == "file":
-                        data = await self._file(gathered)
-                    elif self._encoder is not None and not keep_open:
-                        data = await self.finish()
-                yield UtteranceEnd(event.usage, event.cancelled, data, utterance_samples)
-                return
+        async with contextlib.aclosing(utterance.events()) as events:
+            async for event in events:
+                if isinstance(event, AudioReady):
+                    samples = event.samples if spec.gain == 1.0 else event.samples * spec.gain
+                    count = len(samples)
+                    data = b""
+                    encoder = self._encoder
+                    if encoder is not None:
+                        # A byte cast is called directly: an await per chunk costs the loop more than the cast.
+                        encoded = encoder.encoder.encode(samples) if encoder.inline else await encoder.encode(samples)
+                        data = self._pending + encoded
+                        self._pending = b""
+                    else:
+                        gathered.append(samples)
+                    part = AudioPart(event.index, data, count, self.position, event.words)
+                    self.position += count
+                    utterance_samples += count
+                    segment_samples += count
+                    segment_words.extend(event.words)
+                    yield part
+                elif isinstance(event, SegmentStarted):
+                    segment_samples, segment_words = 0, []
+                    offset, next_offset = next_offset, next_offset + len(event.text)
+                    if spec.framing == "segment_files":
+                        gathered = []
+                    yield SegmentStart(event.index, event.text, offset, self.position)
+                elif isinstance(event, SegmentFinished):
+                    file = b""
+                    if spec.framing == "segment_files" and gathered:  # a failed segment's audio goes too, marked
+                        file = await self._file(gathered)
+                        gathered = []
+                    yield SegmentEnd(event.index, segment_samples, tuple(segment_words), event.error, file)
+                elif isinstance(event, UtteranceFinished):
+                    data = b""
+                    if not event.cancelled:
+                        if spec.framing == "file":
+                            data = await self._file(gathered)
+                        elif self._encoder is not None and not keep_open:
+                            data = await self.finish()
+                    yield UtteranceEnd(event.usage, event.cancelled, data, utterance_samples)
+                    return
 
     async def finish(self) -> bytes:
         """The stream's last bytes (held header included); once, then empty."""
@@ -149,6 +154,33 @@ class AudioOut:
         """One complete file of ``parts`` (real sizes in its header), encoded on a thread."""
         prefix, self._pending = self._pending, b""
         return prefix + await asyncio.to_thread(_encode_whole, self.spec, parts)
+
+
+class _ClosedAtEnd:
+    """``AudioOut.parts``: the stage's generator, closed as soon as it has given ``UtteranceEnd``.
+
+    A consumer stops at the end part (``return`` inside its loop); a generator left suspended there would be
+    closed later by the event loop's finaliser, which costs every utterance a self-wake and a task. Closing
+    it here, in place, also closes the utterance's event stream it reads.
+    """
+
+    __slots__ = ("_ended", "_generator")
+
+    def __init__(self, generator: AsyncGenerator[OutputPart, None]) -> None:
+        self._generator = generator
+        self._ended = False
+
+    def __aiter__(self) -> _ClosedAtEnd:
+        return self
+
+    async def __anext__(self) -> OutputPart:
+        if self._ended:
+            raise StopAsyncIteration
+        part = await anext(self._generator)
+        if isinstance(part, UtteranceEnd):
+            self._ended = True
+            await self._generator.aclose()
+        return part
 
 
 def _encode_whole(spec: OutputSpec, parts: list[Float32Array]) -> bytes:

@@ -26,7 +26,7 @@ import asyncio
 import dataclasses
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Protocol
 
 from speakwire.audio.leading_silence import LeadingSilenceTrimmer
@@ -224,7 +224,7 @@ class Utterance:
 
     # ----- output side ----------------------------------------------------------------
 
-    async def events(self) -> AsyncIterator[UtteranceEvent]:
+    async def events(self) -> AsyncGenerator[UtteranceEvent, None]:
         """Events in order; ends after ``UtteranceFinished`` (also after a cancel)."""
         while True:
             event = await self._events.get()
