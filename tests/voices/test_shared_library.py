@@ -26,6 +26,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -444,3 +445,35 @@ async def test_with_s3_down_wyoming_still_describes_the_built_in_voices_and_keep
     finally:
         s3.start()
         instance.stop()
+
+
+def test_a_claim_whose_write_landed_but_whose_answer_was_lost_is_a_saved_voice(
+    s3: LoopbackS3, voices_url: str, tmp_path: Path, piper_engine: PiperEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim (the write that makes a voice exist) reaches S3 but its answer is lost (a read timeout; boto3's
+    retry would then find the key taken): the voice is read back and saved whole, not left listed with its audio
+    deleted and its name blocked."""
+    from botocore.exceptions import ReadTimeoutError
+
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    live = start_server(Settings(data_dir=str(tmp_path / "lost"), voices_url=voices_url), engine=piper_engine)
+    lost: list[str] = []
+
+    def lose_the_claims_answer(http_response: Any, **_: Any) -> None:
+        if "/voices/" in http_response.url and not lost:  # after S3 wrote it
+            lost.append(http_response.url)
+            raise ReadTimeoutError(endpoint_url=http_response.url)
+
+    try:
+        client = live.state.voices.store.objects._client
+        client.meta.events.register("after-call.s3.PutObject", lose_the_claims_answer)
+        saved = upload(live, "kept", wav_clip(seed=5))  # type: ignore[arg-type]
+        assert lost and saved.status_code == 200, saved.text
+        prefix = voices_url.removeprefix(f"s3://{BUCKET}/") + "/"
+        keys = s3.keys(BUCKET, prefix)
+        claim = json.loads(s3.client().get_object(Bucket=BUCKET, Key=f"{prefix}voices/kept.json")["Body"].read())
+        assert f"{prefix}items/{claim['voice']['id']}/audio.flac" in keys  # the audio the claim points at
+        assert httpx.get(f"{live.url}/v1/audio/voices/kept", timeout=30).status_code == 200
+    finally:
+        live.stop()

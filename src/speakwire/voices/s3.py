@@ -101,12 +101,13 @@ class S3Objects:
         client = boto3.session.Session().client("s3", config=config)
         return cls(location, client, expected_owner=env.get(BUCKET_OWNER_ENV))
 
-    def get(self, key: str) -> S3Object | None:
-        """The object, or None when there is none."""
+    def get(self, key: str, *, even_if_quiet: bool = False) -> S3Object | None:
+        """The object, or None when there is none. ``even_if_quiet`` asks S3 even within the quiet time after a
+        failure (to learn what a write whose answer was lost did)."""
         from botocore.exceptions import BotoCoreError
 
         try:
-            reply = self._call("get_object", Key=key)
+            reply = self._call("get_object", Key=key, even_if_quiet=even_if_quiet)
             data = reply["Body"].read()
         except _Missing:
             return None
@@ -171,10 +172,12 @@ class S3Objects:
     def _call(self, operation: str, **params: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        even_if_quiet = bool(params.pop("even_if_quiet", False))
+
         if "Key" in params:
             params["Key"] = self.location.prefix + params["Key"]
         unreachable = self._unreachable
-        if unreachable is not None and time.monotonic() < unreachable[0]:
+        if unreachable is not None and time.monotonic() < unreachable[0] and not even_if_quiet:
             raise self._unavailable(unreachable[1])
         with self._lock:
             self.calls[operation] += 1

@@ -272,17 +272,42 @@ class SharedVoiceStore:
             for object_key, data, metadata in _objects_of(voice, audio.flac, prompts):
                 self.objects.put(object_key, data, metadata=metadata)
                 uploaded.append(object_key)
-            etag = self.objects.put(_claim_key(key), _claim(voice), if_absent=True)  # the voice comes into being
-        except BaseException as exc:
+        except BaseException:
             self._remove_objects(uploaded)
-            if isinstance(exc, ObjectExistsError):
-                raise name_taken(fields.name) from None
             raise
+        try:
+            etag = self.objects.put(_claim_key(key), _claim(voice), if_absent=True)  # the voice comes into being
+        except Exception as exc:
+            landed = self._claim_landed(key, voice, uploaded, exc)
+            if landed is None:
+                if isinstance(exc, ObjectExistsError):
+                    raise name_taken(fields.name) from None
+                raise
+            etag = landed
         with self._lock:
             self._claims[key] = (etag, replace(voice, prompts=()))
         self._cache_copy(voice, audio.flac, prompts)
         logger.info("voices: saved '%s' in %s (%.1f s)", voice.name, self.location, voice.duration_s)
         return voice
+
+    def _claim_landed(self, key: str, voice: SavedVoice, uploaded: list[str], error: Exception) -> str | None:
+        """After the claim's write failed: its ETag if it landed all the same, else None, the uploads removed.
+
+        A write can land and its answer be lost (a timeout; boto3's retry then finds the key taken, a 412): the
+        claim is read back, and the voice is saved if it holds this voice. Only when it does not (absent, or
+        another instance's) do the uploads go; when S3 cannot tell, they stay (invisible unless the claim landed).
+        """
+        try:
+            landed = self.objects.get(_claim_key(key), even_if_quiet=True)
+        except LibraryUnavailableError:
+            logger.warning("voices: saving '%s': the claim's write failed (%s) and S3 cannot say whether it landed; "
+                           "its files are kept", voice.name, error)  # fmt: skip
+            return None
+        if landed is not None and _voice_from_claim(landed.data).id == voice.id:
+            logger.warning("voices: saving '%s': the claim's write answered %s but landed; saved", voice.name, error)
+            return landed.etag
+        self._remove_objects(uploaded)
+        return None
 
     def delete(self, name: str) -> SavedVoice:
         """Remove a voice for every instance: its claim first (only the voice read here), then its objects.
