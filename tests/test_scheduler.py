@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from speakwire.scheduler import Scheduler
+from speakwire.scheduler import LATE_START_S, Scheduler
 
 WAIT_S = 10.0
 """Generous: only a broken scheduler waits this long (these tests assert order, not speed)."""
@@ -99,5 +99,33 @@ def test_the_earliest_deadline_runs_first() -> None:
         release.set()
         assert done.wait(WAIT_S)
         assert log == ["soon", "late", "last"]
+    finally:
+        scheduler.close()
+
+
+def test_usage_counts_busy_threads_and_late_starts_and_leaves_idle_time_out() -> None:
+    """What the live capacity estimate reads: thread-seconds of work, seconds with any work, late starts."""
+    scheduler = Scheduler(2, name="test-scheduler", reserve=False)
+    try:
+        idle = scheduler.usage()
+        assert (idle.busy_thread_s, idle.busy_s, idle.late_starts) == (0.0, 0.0, 0)
+        release = threading.Event()
+        both = [submit_blocking(scheduler, release, due_in_s=FAR) for _ in range(2)]
+        assert all(event.wait(WAIT_S) for event in both)
+        while_busy = scheduler.usage()
+        assert while_busy.busy_thread_s >= while_busy.busy_s > 0  # counted while the jobs still run
+        release.set()
+        done = threading.Event()
+        scheduler.submit(done.set, deadline=time.monotonic() - 10 * LATE_START_S)  # due long ago: a late start
+        assert done.wait(WAIT_S)
+        while scheduler.busy:
+            time.sleep(0.01)
+        after = scheduler.usage()
+        assert after.late_starts == 1  # the two started early (due in a minute), this one late
+        assert after.busy_s >= while_busy.busy_s
+        later = scheduler.usage()
+        assert (later.busy_thread_s, later.busy_s) == (after.busy_thread_s, after.busy_s)  # idle adds nothing
+        window = later.since(idle)
+        assert window.busy_thread_s == later.busy_thread_s and window.late_starts == 1
     finally:
         scheduler.close()

@@ -33,6 +33,27 @@ logger = logging.getLogger(__name__)
 
 URGENT_WITHIN_S = 1.0
 """Jobs due to start within this many seconds are urgent; later ones are bulk (the reserve does not take them)."""
+LATE_START_S = 0.3
+"""A job that starts this long after its deadline (its latest start) is *late*: its listener hears a gap, or
+waits that much longer for first audio. Counted in ``WorkUsage.late_starts`` (the live capacity estimate)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkUsage:
+    """How much the workers have worked since the scheduler started (totals; subtract two to get a window)."""
+
+    busy_thread_s: float = 0.0
+    """Sum over threads of the seconds each ran a job (two threads busy for one second: 2)."""
+    busy_s: float = 0.0
+    """Seconds during which at least one thread ran a job (idle time is not in it)."""
+    late_starts: int = 0
+    """Jobs that started ``LATE_START_S`` or more after their deadline."""
+
+    def since(self, earlier: WorkUsage) -> WorkUsage:
+        return WorkUsage(
+            self.busy_thread_s - earlier.busy_thread_s, self.busy_s - earlier.busy_s,
+            self.late_starts - earlier.late_starts,
+        )  # fmt: skip
 
 
 @dataclass(order=True, slots=True)
@@ -72,6 +93,11 @@ class Scheduler:
         self._workers = max(1, workers)
         self._job_s = 0.0
         """Moving average of how long one job holds a worker (a segment, or its slice until it yields)."""
+        self._busy_thread_s = 0.0
+        self._busy_s = 0.0
+        self._late_starts = 0
+        self._counted_at = time.monotonic()
+        """Until when ``_busy_thread_s`` and ``_busy_s`` are counted (``_count_busy``, under the lock)."""
         self.queue_wait_observer: Callable[[float], None] | None = None
         self._threads = [
             threading.Thread(target=self._work, args=(False,), name=f"{name}-{i}", daemon=True)
@@ -117,6 +143,21 @@ class Scheduler:
         with self._cond:
             return self._busy
 
+    def usage(self) -> WorkUsage:
+        """What the workers have done so far (read by the live capacity estimate, ``server.live_capacity``)."""
+        with self._cond:
+            self._count_busy(time.monotonic())
+            return WorkUsage(self._busy_thread_s, self._busy_s, self._late_starts)
+
+    def _count_busy(self, now: float) -> None:
+        """Add the time since the last count at the present number of busy threads; call under the lock,
+        before that number changes."""
+        elapsed = now - self._counted_at
+        self._counted_at = now
+        if self._busy:
+            self._busy_thread_s += self._busy * elapsed
+            self._busy_s += elapsed
+
     def submit(self, run: Callable[[], None], *, deadline: float | None = None) -> Job:
         """Queue ``run``; ``deadline`` is the ``time.monotonic()`` instant it should start by (None = now)."""
         now = time.monotonic()
@@ -151,21 +192,28 @@ class Scheduler:
                     return None
                 if self._heap:
                     head = self._heap[0]
-                    until_urgent = head.deadline - URGENT_WITHIN_S - time.monotonic()
+                    now = time.monotonic()
+                    until_urgent = head.deadline - URGENT_WITHIN_S - now
                     if not reserve:
                         head.bulk = until_urgent > 0
                         self._bulk += head.bulk
-                        self._busy += 1
+                        self._start(head, now)
                         if self._bulk == self._workers:
                             self._reserve_wake.notify()  # the reserve now watches the queue for work turning urgent
                         return heapq.heappop(self._heap)
                     if self._bulk == self._workers:  # every worker is on bulk work
                         if until_urgent <= 0:
-                            self._busy += 1
+                            self._start(head, now)
                             return heapq.heappop(self._heap)
                         self._reserve_wake.wait(until_urgent)
                         continue
                 (self._reserve_wake if reserve else self._cond).wait()
+
+    def _start(self, job: Job, now: float) -> None:
+        """A thread takes ``job``: one more busy, and a late start counted; under the lock."""
+        self._count_busy(now)
+        self._busy += 1
+        self._late_starts += now - job.deadline >= LATE_START_S
 
     def _work(self, reserve: bool) -> None:
         while (job := self._next_job(reserve)) is not None:
@@ -178,7 +226,9 @@ class Scheduler:
                 logger.exception("engine job failed")
             finally:
                 with self._cond:
+                    ended = time.monotonic()
+                    self._count_busy(ended)
                     self._busy -= 1
                     self._bulk -= job.bulk
-                    held = time.monotonic() - started
+                    held = ended - started
                     self._job_s = held if self._job_s == 0 else 0.8 * self._job_s + 0.2 * held

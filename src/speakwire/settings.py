@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 # Re-exported: the voice names live with the other vendors' preset ids.
 from speakwire.voice_presets import OPENAI_VOICE_ALIASES as OPENAI_VOICE_ALIASES
@@ -23,6 +24,22 @@ and it adds each segment's index to the seed)."""
 
 def _flag(raw: str) -> bool:
     return raw.strip().lower() in ("1", "true", "yes", "on")
+
+
+Admission = Literal["live", "fixed"]
+"""How the stream limit is set (``server.live_capacity``): ``live`` follows the measured capacity, ``fixed`` keeps
+the warm-up's."""
+ADMISSION_MODES: tuple[Admission, ...] = ("live", "fixed")
+
+
+def parse_admission(raw: str) -> Admission:
+    """An ``--admission`` / ``SPEAKWIRE_ADMISSION`` value: ``live`` or ``fixed``; ValueError says why not."""
+    value = raw.strip().lower()
+    if value == "live":
+        return "live"
+    if value == "fixed":
+        return "fixed"
+    raise ValueError(f"admission must be one of {', '.join(ADMISSION_MODES)}, not {raw!r}")
 
 
 def parse_seed(raw: str) -> int:
@@ -67,7 +84,11 @@ class Settings:
     """Engine worker threads; 0 = one per core for CPU engines, one per KV slot for batched engines (Qwen3)."""
     max_streams: int | None = None
     """Admission control: concurrent utterances accepted before new ones get 429/1013; None = derived from
-    the real-time capacity the warm-up measures (``server.capacity``), or the engine's own limit."""
+    the real-time capacity the server measures (``server.live_capacity``), or the engine's own limit."""
+    admission: Admission = "live"
+    """``live``: the limit follows capacity re-estimated from the work the server runs, the warm-up's figure
+    only its start (``server.live_capacity``); ``fixed``: the warm-up's limit for the server's life (as
+    before issue 31, for A/B runs). ``max_streams`` wins over either."""
     max_queue: int = 64
     model_aliases: dict[str, str] = field(default_factory=dict)
     voice_aliases: dict[str, str] = field(default_factory=dict)
@@ -129,7 +150,7 @@ class Settings:
             "WRITE_STALL_TIMEOUT": ("write_stall_timeout_s", float),
             "TRIM_LEADING_SILENCE": ("trim_leading_silence", _flag),
             "ALIGNER": ("aligner", str), "ALIGNER_TIMEOUT": ("aligner_timeout_s", float),
-            "ALIGNER_DOWNLOAD": ("aligner_download", _flag),
+            "ALIGNER_DOWNLOAD": ("aligner_download", _flag), "ADMISSION": ("admission", parse_admission),
         }  # fmt: skip
         for env_name, (attr, kind) in env_map.items():
             raw = environ.get(f"SPEAKWIRE_{env_name}")

@@ -1,4 +1,5 @@
-"""Capacity you can see: measured at warm-up, shown in /ready and /metrics, and refusals that say when to retry."""
+"""Capacity you can see: measured at warm-up, then re-measured from real work, shown in /ready and /metrics, and
+refusals that say when to retry."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def test_ready_shows_the_measured_capacity_and_metrics_export_it(measured: LiveS
     server = measured
     ready = httpx.get(f"{server.url}/ready").json()
     capacity = ready["capacity"]
-    assert capacity["source"] == "measured"
+    assert capacity["source"] == "warm-up"  # "measured" before issue 31: the warm-up is now only the start
     assert capacity["measured_real_time_streams"] > 0
     assert capacity["streams"] >= 1
     assert capacity["streams"] == max(1, int(capacity["measured_real_time_streams"] * cap.ADMISSION_SHARE))
@@ -49,6 +50,63 @@ def test_ready_shows_the_measured_capacity_and_metrics_export_it(measured: LiveS
         capacity["measured_real_time_streams"], abs=0.01
     )
     assert _gauge(body, "speakwire_load_ratio") == 0
+
+
+SPEECH = (
+    "The warm-up measures the engine once, with every worker making the same short reply. From then on the "
+    "server measures what its workers really do, and admits as many streams as that figure allows."
+)
+
+
+def test_ready_and_metrics_show_the_live_figure_once_real_work_has_run(piper_engine: PiperEngine) -> None:
+    live = start_server(Settings(), engine=piper_engine, measured_capacity=True)
+    try:
+        before = httpx.get(f"{live.url}/ready").json()["capacity"]
+        for _ in range(3):  # each reply is several seconds of audio: more than one sample needs
+            spoken = httpx.post(f"{live.url}/v1/audio/speech", json={"input": SPEECH, "response_format": "pcm"},
+                                timeout=120)  # fmt: skip
+            assert spoken.status_code == 200 and spoken.content
+        after = httpx.get(f"{live.url}/ready").json()["capacity"]
+        body = httpx.get(f"{live.url}/metrics").text
+        state = live.state.capacity
+        streams_now = live.state.pipeline.max_streams
+    finally:
+        live.stop()
+    assert (before["source"], before["live"]["samples"], before["admission"]) == ("warm-up", 0, "live")
+    assert before["measured_real_time_streams"] == before["warm_up"]["real_time_streams"]
+
+    assert after["source"] == "measured-live"
+    assert after["live"]["samples"] >= 1
+    assert after["measured_real_time_streams"] != before["measured_real_time_streams"]  # it moved with the work
+    assert after["warm_up"] == before["warm_up"]  # the starting point is kept, for comparison
+    assert state is not None and after["streams"] == state.streams == streams_now  # what admission uses
+    assert after["streams"] >= 1
+
+    assert _gauge(body, "speakwire_capacity_streams") == after["streams"]
+    assert _gauge(body, "speakwire_capacity_real_time_streams") == pytest.approx(
+        after["measured_real_time_streams"], abs=0.01
+    )
+    assert _gauge(body, "speakwire_capacity_warm_up_real_time_streams") == pytest.approx(
+        before["measured_real_time_streams"], abs=0.01
+    )
+    assert _gauge(body, "speakwire_capacity_samples") == after["live"]["samples"]
+    assert 'speakwire_capacity_source{admission="live",engine="piper",source="measured-live"} 1.0' in body
+
+
+def test_fixed_admission_keeps_the_warm_up_limit_and_still_shows_the_live_figure(piper_engine: PiperEngine) -> None:
+    live = start_server(Settings(admission="fixed"), engine=piper_engine, measured_capacity=True)
+    try:
+        before = httpx.get(f"{live.url}/ready").json()["capacity"]
+        for _ in range(3):
+            spoken = httpx.post(f"{live.url}/v1/audio/speech", json={"input": SPEECH, "response_format": "pcm"},
+                                timeout=120)  # fmt: skip
+            assert spoken.status_code == 200
+        after = httpx.get(f"{live.url}/ready").json()["capacity"]
+    finally:
+        live.stop()
+    assert (after["source"], after["admission"], after["streams"]) == ("warm-up", "fixed", before["streams"])
+    assert after["live"]["samples"] >= 1
+    assert after["measured_real_time_streams"] != before["measured_real_time_streams"]
 
 
 def test_an_operator_limit_wins_over_the_measurement(piper_engine: PiperEngine) -> None:

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from speakwire.settings import Settings, parse_seed
+from speakwire.settings import ADMISSION_MODES, Settings, parse_seed
 
 if TYPE_CHECKING:
     import uvicorn
@@ -33,7 +33,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "(default: on with CUDA; --no-cuda-graphs runs it eagerly).")  # fmt: skip
     p.add_argument("--max-batch", type=int, help="Qwen3: utterances generating at once (default: memory budget, ≤ 64).")
     p.add_argument("--workers", type=int, help="Engine worker threads (default: one per core; Qwen3: one per slot).")
-    p.add_argument("--max-streams", type=int, help="Concurrent streams before 429/1013 (default: measured at warm-up).")
+    p.add_argument("--max-streams", type=int, help="Concurrent streams before 429/1013 (default: from the "
+                   "capacity the server measures, at warm-up and then live).")  # fmt: skip
+    p.add_argument("--admission", choices=ADMISSION_MODES,
+                   help="live: the stream limit follows capacity re-estimated from the work the server runs (the "
+                   "warm-up only its start); fixed: the warm-up's limit for the server's life (default live, or "
+                   "SPEAKWIRE_ADMISSION).")  # fmt: skip
     p.add_argument("--max-input-chars", type=int, help="HTTP input limit (default 10000).")
     p.add_argument("--trim-leading-silence", action=argparse.BooleanOptionalAction,
                    help="Cut the silence each utterance starts with, keeping 15 ms of onset (default: on; "
@@ -185,7 +190,7 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
         host=args.host, port=args.port, engine=args.engine, model=args.model or args.voice, device=args.device,
         dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization, api_key=args.api_key,
         insecure=args.insecure or None, public_metrics=args.public_metrics or None, workers=args.workers,
-        max_streams=args.max_streams, max_batch=args.max_batch, cuda_graphs=args.cuda_graphs,
+        max_streams=args.max_streams, admission=args.admission, max_batch=args.max_batch, cuda_graphs=args.cuda_graphs,
         max_input_chars=args.max_input_chars, data_dir=args.data_dir, max_voices=args.max_voices,
         voices_url=args.voices_url,
         allow_remote_ref_audio=args.allow_remote_ref_audio or None, log_level=args.log_level,

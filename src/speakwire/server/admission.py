@@ -79,6 +79,7 @@ def admit(
     """
     _, pipeline, metrics = state.require_ready()
     engine = pipeline.engine.info.name
+    state.refresh_capacity()  # the limit as of the work done until now (``server.live_capacity``)
     try:
         if state.draining:  # SIGTERM: the utterances in flight finish, nothing new starts (server.drain)
             raise ShuttingDownError

@@ -1,4 +1,4 @@
-"""How many streams this server can keep playing in real time, measured at startup.
+"""How many streams this server can keep playing in real time, measured at startup: where admission starts.
 
 A stream that plays without gaps needs the engine to make one second of audio per second. So the
 capacity of a CPU engine is its throughput with every worker busy, in audio seconds per wall second,
@@ -10,6 +10,9 @@ over the wall time they took is the capacity in real-time streams.
 Admission then allows ``ADMISSION_SHARE`` of it, so that the streams admitted keep some headroom for
 the first segments of new streams (which cost more) and for bursts. An operator's ``--max-streams``
 wins over the measurement; a batched engine (Qwen3) states its own limit (its KV slots) instead.
+
+One short measurement on a shared machine is noisy, so it is only the starting point: from the first
+real work on, ``server.live_capacity`` re-estimates the figure from what the workers actually do.
 """
 
 from __future__ import annotations
@@ -38,21 +41,11 @@ class Capacity:
     streams: int
     """Concurrent streams admitted before new ones get 429 / 1013."""
     source: str
-    """``measured`` (warm-up), ``operator`` (--max-streams), ``engine`` (its own limit) or ``default``."""
+    """``warm-up`` (measured), ``operator`` (--max-streams), ``engine`` (its own limit) or ``default``."""
     workers: int
     audio_s_per_s: float | None = None
     """Measured throughput with every worker busy: audio seconds per wall second (None: not measured)."""
     measure_wall_s: float | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "streams": self.streams,
-            "source": self.source,
-            "workers": self.workers,
-            "measured_real_time_streams": None if self.audio_s_per_s is None else round(self.audio_s_per_s, 2),
-            "admission_share": ADMISSION_SHARE if self.source == "measured" else None,
-            "measure_wall_s": None if self.measure_wall_s is None else round(self.measure_wall_s, 2),
-        }
 
 
 def can_measure(engine: Engine) -> bool:
@@ -89,5 +82,5 @@ def derive(
         return Capacity(engine_limit, "engine", workers, audio_s_per_s, wall)
     if audio_s_per_s is not None:
         streams = min(MAX_STREAMS, max(1, math.floor(audio_s_per_s * ADMISSION_SHARE)))
-        return Capacity(streams, "measured", workers, audio_s_per_s, wall)
+        return Capacity(streams, "warm-up", workers, audio_s_per_s, wall)
     return Capacity(DEFAULT_STREAMS, "default", workers)

@@ -32,6 +32,7 @@ async def ready(request: Request) -> JSONResponse:
     if state.ready:
         body: dict[str, object] = {"status": "ready", "engine": state.engine.info.name if state.engine else None}
         if state.capacity is not None and state.pipeline is not None:
+            state.refresh_capacity()  # the live figure and the limit admission would use now
             pipeline = state.pipeline
             body["capacity"] = state.capacity.to_dict()
             body["load"] = {
@@ -58,5 +59,6 @@ async def models(request: Request) -> dict[str, object]:
 @router.get("/metrics", summary="Prometheus metrics.")
 async def metrics(request: Request) -> Response:
     state = _state(request)
+    state.refresh_capacity()  # the capacity gauges show the work done until now
     body = state.metrics.render() if state.metrics is not None else b""
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")

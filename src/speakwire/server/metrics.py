@@ -13,7 +13,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from speakwire.engines.base import MonitoredEngine
-from speakwire.server.capacity import Capacity
+from speakwire.server.live_capacity import LiveCapacity
 from speakwire.synthesis import PipelineObserver, SynthesisPipeline, Usage
 from speakwire.synthesis.aligning import AlignerThread
 
@@ -70,14 +70,18 @@ class SpeechMetrics:
         )
         self.requests = Counter("speakwire_requests_total", "Speech requests by outcome.",
                                 (*labels, "status"), registry=r)  # fmt: skip
+        self.audio_s_made = 0.0
+        self.underruns_heard = 0
+        """Totals over every protocol of the audio made and the underruns, for the live capacity estimate
+        (``ServerState.refresh_capacity`` reads them on the loop, where the observers write them)."""
 
     def watch_engine(self, engine: object) -> None:
         """Export a batched engine's own counters (``engine_metrics()``: slots, steps, batch, code2wav)."""
         if isinstance(engine, MonitoredEngine):
             self.registry.register(_EngineCollector(self.engine, engine.engine_metrics))
 
-    def watch_capacity(self, capacity: Capacity, pipeline: SynthesisPipeline) -> None:
-        """Gauges read at scrape time: the admission limit, the measured capacity, and how much is in use."""
+    def watch_capacity(self, capacity: LiveCapacity, pipeline: SynthesisPipeline) -> None:
+        """Gauges read at scrape time: the admission limit, the capacity estimate and its source, the load."""
         r, labels = self.registry, ("engine",)
 
         def gauge(name: str, doc: str, read: Callable[[], float]) -> None:
@@ -85,10 +89,19 @@ class SpeechMetrics:
 
         gauge("speakwire_capacity_streams", "Concurrent streams admitted before new ones are refused.",
               lambda: float(pipeline.max_streams))  # fmt: skip
-        if capacity.audio_s_per_s is not None:
-            measured = capacity.audio_s_per_s
-            doc = "Measured at warm-up: audio seconds per wall second with every worker busy."
-            gauge("speakwire_capacity_real_time_streams", doc, lambda: measured)
+        if capacity.real_time_streams is not None or capacity.follows_measurement:
+            doc = ("Audio seconds per wall second with every worker busy: measured at warm-up, then re-estimated "
+                   "from the work the server runs (speakwire_capacity_source says which).")  # fmt: skip
+            gauge("speakwire_capacity_real_time_streams", doc, lambda: capacity.real_time_streams or 0.0)
+        if capacity.start.audio_s_per_s is not None:
+            warm_up = capacity.start.audio_s_per_s
+            gauge("speakwire_capacity_warm_up_real_time_streams", "The warm-up's measurement (the starting point).",
+                  lambda: warm_up)  # fmt: skip
+        gauge("speakwire_capacity_correction", "Share of the measured limit admitted: below 1 after listeners were "
+              "hurt (underruns, late starts), back up while they are not.", lambda: capacity.correction)  # fmt: skip
+        gauge("speakwire_capacity_samples", "Samples of real work in the live capacity estimate.",
+              lambda: float(capacity.samples))  # fmt: skip
+        r.register(_CapacitySourceCollector(self.engine, capacity))
         gauge("speakwire_load_ratio", "Streams in progress / streams admitted (1 = new ones are refused).",
               lambda: pipeline.active / max(pipeline.max_streams, 1))  # fmt: skip
         gauge("speakwire_queued_segments", "Segments waiting for an engine worker.",
@@ -100,11 +113,18 @@ class SpeechMetrics:
     def observer(self, protocol: str) -> PipelineObserver:
         labels = {"engine": self.engine, "protocol": protocol}
 
+        underruns = self.underruns.labels(**labels)
+
         def on_segment(wall_s: float, audio_s: float) -> None:
+            self.audio_s_made += audio_s
             self.segments.labels(**labels).inc()
             self.audio_seconds.labels(**labels).inc(audio_s)
             if audio_s > 0:
                 self.rtf.labels(**labels).observe(wall_s / audio_s)
+
+        def on_underrun() -> None:
+            self.underruns_heard += 1
+            underruns.inc()
 
         def on_finish(usage: Usage) -> None:
             self.characters.labels(**labels).inc(usage.characters)
@@ -112,7 +132,7 @@ class SpeechMetrics:
         return PipelineObserver(
             on_first_audio=self.ttfa.labels(**labels).observe,
             on_segment=on_segment,
-            on_underrun=self.underruns.labels(**labels).inc,
+            on_underrun=on_underrun,
             on_cancel=self.cancellations.labels(**labels).inc,
             on_finish=on_finish,
         )
@@ -137,6 +157,21 @@ class _EngineCollector(Collector):
                 family = GaugeMetricFamily(f"speakwire_engine_{name}", name, labels=["engine"])
             family.add_metric([self._engine], float(value))
             yield family
+
+
+class _CapacitySourceCollector(Collector):
+    """``speakwire_capacity_source{source=...} 1``: where the admission limit comes from now (``measured-live``,
+    ``warm-up``, ``operator``, ``engine`` or ``default``), and whether admission is ``live`` or ``fixed``."""
+
+    def __init__(self, engine: str, capacity: LiveCapacity) -> None:
+        self._engine = engine
+        self._capacity = capacity
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily("speakwire_capacity_source", "Where the admission limit comes from now (1).",
+                                   labels=["engine", "source", "admission"])  # fmt: skip
+        family.add_metric([self._engine, self._capacity.source, self._capacity.admission], 1.0)
+        yield family
 
 
 class _AlignerCollector(Collector):

@@ -17,9 +17,10 @@ from speakwire.audio.chunk import AudioChunk
 from speakwire.engines.base import Engine, EngineInfo, MonitoredEngine, SynthesisRequest
 from speakwire.engines.registry import default_worker_count, load_engine
 from speakwire.errors import NotReadyError
-from speakwire.scheduler import Scheduler
+from speakwire.scheduler import Scheduler, WorkUsage
 from speakwire.server import capacity as cap
 from speakwire.server import gc_heap
+from speakwire.server.live_capacity import LiveCapacity, WorkWindow
 from speakwire.server.metrics import SpeechMetrics
 from speakwire.server.voices.library import VoiceLibrary
 from speakwire.settings import OPENAI_MODEL_ALIASES, Settings
@@ -51,8 +52,9 @@ class ServerState:
     voices: VoiceLibrary | None = None
     """Saved voices (``--data-dir``); open from startup, before and independent of the engine."""
     ready: bool = False
-    capacity: cap.Capacity | None = None
-    """Streams admitted and where that number comes from (measured at warm-up, --max-streams, the engine)."""
+    capacity: LiveCapacity | None = None
+    """Streams admitted and where that number comes from (measured live from the work the server runs, at
+    warm-up, --max-streams, the engine): ``refresh_capacity`` keeps it current."""
     load_error: str | None = None
     failed_part: str | None = None
     """What ``load_error`` is about, for ``speakwire serve``'s last line ("the piper engine", "the aligner ...")."""
@@ -74,6 +76,8 @@ class ServerState:
     http_in_flight: int = 0
     """HTTP requests whose response has not sent its last part (``drain.InFlightMiddleware``): a drain waits
     for them as for the utterances in flight, so a whole file synthesized before the signal is sent whole."""
+    _counted: tuple[float, int, WorkUsage] | None = field(default=None, init=False, repr=False, compare=False)
+    """Audio made, underruns and the workers' usage when ``refresh_capacity`` last read them (None: never)."""
     _voice_aliases: tuple[EngineInfo, Mapping[str, str]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -125,10 +129,13 @@ class ServerState:
                 if cap.can_measure(engine):
                     measured = await asyncio.to_thread(cap.measure_throughput, engine, scheduler.workers)
                 warm_up_s = time.perf_counter() - started
-            self.capacity = cap.derive(
+            start = cap.derive(
                 operator_limit=self.settings.max_streams, engine_limit=engine.info.max_concurrent,
                 workers=scheduler.workers, measured=measured,
             )  # fmt: skip
+            self.capacity = LiveCapacity(start, admission=self.settings.admission)
+            if cap.can_measure(engine):
+                self._counted = (self.metrics.audio_s_made, self.metrics.underruns_heard, scheduler.usage())
             self.pipeline.max_streams = max_streams = self.capacity.streams
             self.metrics.watch_capacity(self.capacity, self.pipeline)
             for hook in self.ready_hooks:
@@ -141,7 +148,7 @@ class ServerState:
                 "%d Hz native; warm-up %.2f s",
                 engine.info.name, engine.info.model,
                 ", ".join(name for name in [*self.served_models(engine.info)[1:], *self.model_aliases()]),
-                scheduler.workers, max_streams, self.capacity.source,
+                scheduler.workers, max_streams, f"{self.capacity.source}, admission {self.capacity.admission}",
                 "" if measured is None else f", {measured[0]:.1f}x real time with every worker busy",
                 engine.info.sample_rate, warm_up_s,
             )  # fmt: skip
@@ -240,6 +247,22 @@ class ServerState:
             await self.voices.close()
 
     # ----- helpers for routes -----------------------------------------------------------
+
+    def refresh_capacity(self) -> None:
+        """Hand the live capacity estimate the work done since the last call, and admit by its limit.
+
+        Called on the event loop before each admission and by ``/ready`` and ``/metrics``, so the limit is
+        current when it decides and what the probes show is what admission uses. Engines whose work does not
+        run on the scheduler's workers (a batched engine's own loop) are not measured.
+        """
+        counted, capacity, metrics, pipeline = self._counted, self.capacity, self.metrics, self.pipeline
+        if counted is None or capacity is None or metrics is None or pipeline is None:
+            return
+        audio_s, underruns, usage = metrics.audio_s_made, metrics.underruns_heard, pipeline.scheduler.usage()
+        self._counted = (audio_s, underruns, usage)
+        window = WorkWindow(audio_s - counted[0], usage.since(counted[2]), underruns - counted[1])
+        if capacity.observe(window):
+            pipeline.max_streams = capacity.streams
 
     @contextmanager
     def open_session(self, session: GoingAway) -> Iterator[None]:

@@ -1,0 +1,202 @@
+"""Capacity re-estimated from the work the server really runs, and the admission limit that follows it.
+
+The warm-up measures the engine once, in a few seconds, with every worker making the same short reply
+(``server.capacity``). On a shared 2-core VM that one figure moved between 10.6 and 15.3 real-time streams
+from run to run, and once said 6.49 while four long streams sustained 13.9 audio seconds per second: a
+server sized by it refused 11 of 64 streams at 70% of what it could do (issue 31). So the warm-up is only
+where the estimate starts; from then on it follows what the workers actually do.
+
+A *window* is what happened between two reads (admission reads before every new stream, ``/ready`` and
+``/metrics`` on each request): the audio the utterances made, the seconds the engine's threads were busy,
+and what hurt listeners (underruns, work that started late for its listener). Windows add up until they
+hold ``MIN_SAMPLE_AUDIO_S`` of audio, so a few short utterances do not make a sample of their own, and idle
+time is never in one (only time during which some thread was busy counts). Each sample is the throughput
+the engine would have with every worker busy, in real-time streams:
+
+    audio seconds / seconds during which some thread was busy / min(1, busy threads on average / workers)
+
+which is the measured throughput itself when every worker was busy, and a linear extrapolation from fewer
+busy workers (one engine call uses one core here, so it scales while there are cores). A half-busy sample
+counts half as much (``SAMPLE_WEIGHT`` x the share of workers busy) and one sample moves the estimate by at
+most ``MAX_STEP`` either way, so a noisy window or an outlier nudges it instead of setting it.
+
+What listeners hear corrects the limit, not the measurement: a sample with an underrun or a late start
+multiplies ``correction`` by ``HURT_FACTOR`` (down to ``MIN_CORRECTION``), and each clean sample taken while
+at least half the workers were busy adds ``RECOVERY_STEP`` back, up to 1. The limit is
+
+    streams = floor(estimate x ADMISSION_SHARE x correction), within 1 .. MAX_STREAMS
+
+An operator's ``--max-streams`` and an engine's own limit (Qwen3's KV slots) still win; the estimate is then
+only shown. ``--admission fixed`` keeps the warm-up's limit for the server's life (the behaviour before, for
+A/B runs), the estimate still shown beside it. Past the limit new streams are refused (429 / 1013 with
+Retry-After), as are new streams while queued work is already late (``synthesis.pipeline``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from speakwire.scheduler import WorkUsage
+from speakwire.server.capacity import ADMISSION_SHARE, MAX_STREAMS, Capacity
+from speakwire.settings import ADMISSION_MODES, Admission
+
+MIN_SAMPLE_AUDIO_S = 4.0
+"""Audio seconds a sample must hold (windows add up until they do): less is a word or two, mostly overhead."""
+SAMPLE_WEIGHT = 0.25
+"""How far one sample taken with every worker busy moves the estimate towards itself (an EWMA's alpha)."""
+MAX_STEP = 1.5
+"""One sample moves the estimate by at most this factor up or down."""
+MIN_REAL_TIME_STREAMS = 0.5
+"""The estimate never goes below this (one stream is always admitted: the limit is at least 1)."""
+HURT_FACTOR = 0.85
+"""A sample during which a listener was hurt (underrun, late start) multiplies the correction by this."""
+RECOVERY_STEP = 0.05
+"""A clean sample taken with at least half the workers busy adds this back to the correction."""
+MIN_CORRECTION = 0.5
+"""The correction never takes the limit below this share of what the measurement allows."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkWindow:
+    """What the server did between two reads."""
+
+    audio_s: float
+    """Audio the utterances made."""
+    usage: WorkUsage
+    """The engine threads' busy time and late starts (``Scheduler.usage``, the difference of two)."""
+    underruns: int = 0
+    """Audio that reached a listener after the audio before it had run out (``Utterance``'s playback clock)."""
+
+    def __add__(self, other: WorkWindow) -> WorkWindow:
+        a, b = self.usage, other.usage
+        usage = WorkUsage(a.busy_thread_s + b.busy_thread_s, a.busy_s + b.busy_s, a.late_starts + b.late_starts)
+        return WorkWindow(self.audio_s + other.audio_s, usage, self.underruns + other.underruns)
+
+    @property
+    def hurt(self) -> bool:
+        """A listener heard a gap, or work started late for its listener."""
+        return self.underruns > 0 or self.usage.late_starts > 0
+
+
+EMPTY_WINDOW = WorkWindow(0.0, WorkUsage())
+
+
+class LiveCapacity:
+    """The real-time streams this server sustains, re-estimated from each window of work, and its limit.
+
+    No I/O and no clock: it is fed windows (``observe``), so it does the same thing for the same windows.
+    """
+
+    def __init__(
+        self,
+        start: Capacity,
+        *,
+        admission: Admission = "live",
+        min_sample_audio_s: float = MIN_SAMPLE_AUDIO_S,
+    ) -> None:
+        """``start``: the limit and figure known at start-up (warm-up, operator, engine or default)."""
+        if admission not in ADMISSION_MODES:
+            raise ValueError(f"admission must be one of {', '.join(ADMISSION_MODES)}, not {admission!r}")
+        self.start = start
+        self.admission: Admission = admission
+        self.workers = max(1, start.workers)
+        self.min_sample_audio_s = min_sample_audio_s
+        self.real_time_streams: float | None = start.audio_s_per_s
+        """The estimate: audio seconds per wall second with every worker busy (None: nothing measured yet)."""
+        self.correction = 1.0
+        """Share of the measured limit admitted, lowered when listeners are hurt (``HURT_FACTOR``)."""
+        self.samples = 0
+        """Samples folded into the estimate since start-up."""
+        self.hurt_samples = 0
+        """Samples during which a listener was hurt."""
+        self.audio_s = 0.0
+        self.busy_s = 0.0
+        """Audio and busy time of every sample so far (what the estimate is made of)."""
+        self._pending = EMPTY_WINDOW
+
+    # ----- what the server does -----------------------------------------------------------
+
+    def observe(self, window: WorkWindow) -> bool:
+        """Add a window; returns True when it completed a sample (the estimate or correction may have moved)."""
+        if window.audio_s < 0 or window.usage.busy_thread_s < 0 or window.usage.busy_s < 0:
+            raise ValueError(f"a window of work cannot be negative: {window}")
+        pending = self._pending = self._pending + window
+        if pending.audio_s < self.min_sample_audio_s or pending.usage.busy_s <= 0:
+            return False  # too little to tell yet (short utterances, or idle): hold
+        self._pending = EMPTY_WINDOW
+        self._fold(pending)
+        return True
+
+    def _fold(self, sample: WorkWindow) -> None:
+        usage = sample.usage
+        busy_share = min(1.0, usage.busy_thread_s / usage.busy_s / self.workers)
+        value = sample.audio_s / usage.busy_s / max(busy_share, 1e-9)
+        current = self.real_time_streams
+        if current is None:
+            estimate = value
+        else:
+            value = min(max(value, current / MAX_STEP), current * MAX_STEP)
+            weight = SAMPLE_WEIGHT * busy_share
+            estimate = current + weight * (value - current)
+        self.real_time_streams = min(max(estimate, MIN_REAL_TIME_STREAMS), float(MAX_STREAMS))
+        self.samples += 1
+        self.audio_s += sample.audio_s
+        self.busy_s += usage.busy_s
+        if sample.hurt:
+            self.hurt_samples += 1
+            self.correction = max(MIN_CORRECTION, self.correction * HURT_FACTOR)
+        elif busy_share >= 0.5:
+            self.correction = min(1.0, self.correction + RECOVERY_STEP)
+
+    # ----- what admission and the probes read ---------------------------------------------
+
+    @property
+    def follows_measurement(self) -> bool:
+        """The limit follows the live estimate (live admission, and neither operator nor engine set one)."""
+        return self.admission == "live" and self.start.source in ("warm-up", "default")
+
+    @property
+    def streams(self) -> int:
+        """Concurrent streams admitted now."""
+        if not self.follows_measurement or self.samples == 0 or self.real_time_streams is None:
+            return self.start.streams
+        allowed = math.floor(self.real_time_streams * ADMISSION_SHARE * self.correction)
+        return min(MAX_STREAMS, max(1, allowed))
+
+    @property
+    def source(self) -> str:
+        """Where ``streams`` comes from: ``measured-live``, ``warm-up``, ``operator``, ``engine`` or ``default``."""
+        if self.follows_measurement and self.samples > 0:
+            return "measured-live"
+        return self.start.source
+
+    def to_dict(self) -> dict[str, object]:
+        """``/ready``'s ``capacity``."""
+        start = self.start
+
+        def rounded(value: float | None) -> float | None:
+            return None if value is None else round(value, 2)
+
+        return {
+            "streams": self.streams,
+            "source": self.source,
+            "admission": self.admission,
+            "workers": start.workers,
+            "measured_real_time_streams": rounded(self.real_time_streams),
+            "admission_share": ADMISSION_SHARE if self.source in ("measured-live", "warm-up") else None,
+            "correction": round(self.correction, 3),
+            "warm_up": {
+                "streams": start.streams,
+                "source": start.source,
+                "real_time_streams": rounded(start.audio_s_per_s),
+                "measure_wall_s": rounded(start.measure_wall_s),
+            },
+            "live": {
+                "samples": self.samples,
+                "hurt_samples": self.hurt_samples,
+                "audio_s": round(self.audio_s, 1),
+                "busy_s": round(self.busy_s, 1),
+                "min_sample_audio_s": self.min_sample_audio_s,
+            },
+        }
