@@ -25,6 +25,15 @@ with W workers, the k-th first audio cannot come before one idle stream's first 
 
 It starts ``python -m speakwire serve`` on a free loopback port (admission derived from the measured
 capacity, as a plain ``speakwire serve``), or measures ``--url``.
+
+A/B of admission (issue 31): ``--admission live,fixed`` starts one server per variant (``speakwire serve
+--admission``) and runs every level on each, in turn, the order alternating from level to level and the
+arrivals the same (same seed), so a noisy machine's drift falls on both. 100% is then the *measured
+saturation throughput*: ``--saturation-streams`` long replies at once on each server, audio seconds made
+per wall second, the mean over the servers (not the warm-up's figure, which is what is being compared).
+
+    speakwire bench open-loop --admission live,fixed --levels 10,50,70,90,110 --level-s 40 --burst 0 \
+        --out bench/results/admission-live-2core
 """
 
 from __future__ import annotations
@@ -302,6 +311,164 @@ async def run(base: str, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+async def saturation_throughput(base: str, text: str, streams: int) -> dict[str, float]:
+    """``streams`` long replies at once over HTTP, read as fast as they come: audio seconds per wall second."""
+    body = {"input": text, "response_format": "pcm", "stream_format": "audio", "sample_rate": OUTPUT_RATE}
+
+    async def one(http: httpx.AsyncClient) -> int:
+        received = 0
+        async with http.stream("POST", f"{base}/v1/audio/speech", json=body) as response:
+            response.raise_for_status()
+            async for part in response.aiter_raw():
+                received += len(part)
+        return received
+
+    async with httpx.AsyncClient(timeout=300) as http:
+        started = time.perf_counter()
+        sizes = await asyncio.gather(*(one(http) for _ in range(streams)))
+        wall = time.perf_counter() - started
+    audio_s = sum(sizes) / (2 * OUTPUT_RATE)
+    return {"streams": streams, "audio_s": round(audio_s, 1), "wall_s": round(wall, 2),
+            "real_time_streams": round(audio_s / wall, 2)}  # fmt: skip
+
+
+async def ready_capacity(base: str) -> dict[str, Any]:
+    async with httpx.AsyncClient(timeout=10) as http:
+        capacity: dict[str, Any] = (await http.get(f"{base}/ready")).json().get("capacity") or {}
+    return capacity
+
+
+async def run_ab(bases: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
+    """Every level on every variant's server, interleaved; 100% = the saturation throughput measured here."""
+    texts = replies(paragraphs(args.texts), args.reply_chars)
+    variants = list(bases)
+    first = bases[variants[0]]
+    at_start = {name: await ready_capacity(base) for name, base in bases.items()}
+    for name, capacity in at_start.items():
+        _log(f"{name}: warm-up {capacity.get('measured_real_time_streams')} real-time streams, "
+             f"{capacity.get('streams')} admitted ({capacity.get('source')})")  # fmt: skip
+    for base in bases.values():
+        await one_stream(websocket_url(base, "/v1/audio/speech/stream"), "Warming up the connection.",
+                         words_per_s=args.words_per_s, jitter_s=args.jitter)  # fmt: skip
+    durations = [await reply_audio_s(first, text) for text in texts]
+    mean_audio = sum(durations) / len(durations)
+    long_text = " ".join(texts[: args.saturation_replies])
+    saturation = {}
+    for name, base in bases.items():
+        await wait_idle(base)
+        saturation[name] = await saturation_throughput(base, long_text, args.saturation_streams)
+        _log(f"{name}: {args.saturation_streams} long replies at once: "
+             f"{saturation[name]['real_time_streams']} real-time streams")  # fmt: skip
+    measured = args.capacity or sum(s["real_time_streams"] for s in saturation.values()) / len(saturation)
+    _log(f"100% = {measured:.2f} real-time streams; {len(texts)} replies of {mean_audio:.1f} s on average")
+    levels = []
+    for index, share in enumerate(args.levels):
+        rate = share / 100 * measured / mean_audio
+        turn = index % len(variants)
+        order = variants[turn:] + variants[:turn]
+        level: dict[str, Any] = {"share_of_capacity_pct": share, "arrivals_per_s": round(rate, 3), "order": order}
+        for name in order:
+            base = bases[name]
+            await wait_idle(base)
+            before = server_counters(base)
+            streams, wall = await poisson_level(
+                websocket_url(base, "/v1/audio/speech/stream"), texts, rate_per_s=rate, level_s=args.level_s,
+                seed=index, words_per_s=args.words_per_s, jitter_s=args.jitter,
+            )  # fmt: skip
+            after = server_counters(base)
+            summary = summarize(streams)
+            summary.update({
+                "share_of_capacity_pct": share,
+                "arrivals_per_s": round(rate, 3),
+                "wall_s": round(wall, 1),
+                "max_in_flight": max_in_flight(streams),
+                "server_underruns": after["underruns"] - before["underruns"],
+                "server_rejections": after["rejections"] - before["rejections"],
+                "capacity_after": await ready_capacity(base),
+            })  # fmt: skip
+            _log(_line(f"{share}% {name}", summary) + f"; limit after {summary['capacity_after'].get('streams')}")
+            level[name] = {"summary": summary, "streams": [asdict(s) for s in streams]}
+        levels.append(level)
+    return {
+        "variants": variants,
+        "capacity_at_start": at_start,
+        "saturation": saturation,
+        "hundred_pct_real_time_streams": round(measured, 2),
+        "replies": len(texts),
+        "mean_reply_audio_s": round(mean_audio, 2),
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "levels": levels,
+    }
+
+
+def ab_markdown(result: dict[str, Any]) -> str:
+    machine, config, variants = result["machine"], result["config"], result["variants"]
+    lines = [
+        f"# Open loop, admission {' vs '.join(variants)}: Poisson arrivals of LLM-fed WebSocket streams (Piper)",
+        "",
+        f"{machine['os']}, {machine['cpu_count']} CPUs, load average at start {machine['load_average_at_start']}, "
+        f"at end {machine.get('load_average_end')}.",
+        f"100% = {result['hundred_pct_real_time_streams']} real-time streams: the mean of "
+        + ", ".join(f"{name} {s['real_time_streams']}" for name, s in result["saturation"].items())
+        + f" measured with {config['saturation_streams']} long replies at once on each server. Replies: "
+        f"{result['replies']} texts, {result['mean_reply_audio_s']} s of audio on average, fed one word every "
+        f"{1000 / config['words_per_s']:.0f} ms; playback through a {config['jitter'] * 1000:.0f} ms jitter "
+        f"buffer; {config['level_s']:g} s of arrivals per level, the same arrivals for each variant.",
+        "",
+        "Warm-up at start: "
+        + "; ".join(
+            f"{name} {c.get('measured_real_time_streams')} real-time streams, {c.get('streams')} admitted"
+            for name, c in result["capacity_at_start"].items()
+        )
+        + ".",
+        "",
+        "| load | admission | streams | admitted | refused | first audio p50 | p95 | max | server part p95 | "
+        "stalls/stream | streams with stalls | server underruns | max in flight | limit after (source, figure) |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for level in result["levels"]:
+        for name in variants:
+            s = level[name]["summary"]
+            c = s["capacity_after"]
+            lines.append(
+                f"| {s['share_of_capacity_pct']}% | {name} | {s['streams']} | {s['admitted']} | {s['refused']} | "
+                f"{s['ttfa_p50_ms']} ms | {s['ttfa_p95_ms']} ms | {s['ttfa_max_ms']} ms | "
+                f"{s['server_ttfa_p95_ms']} ms | {s['stalls_per_stream']} | {s['streams_with_stalls']} | "
+                f"{s['server_underruns']:g} | {s['max_in_flight']} | {c.get('streams')} ({c.get('source')}, "
+                f"{c.get('measured_real_time_streams')}) |"
+            )
+    lines += ["", *_targets(result)]
+    return "\n".join(lines) + "\n"
+
+
+def _targets(result: dict[str, Any]) -> list[str]:
+    """Issue 31's targets per variant, as ratios within the run: p95 first audio at 90% over p95 at 10%, and
+    stalls and refusals up to 90%."""
+    by_share = {level["share_of_capacity_pct"]: level for level in result["levels"]}
+    lines = [
+        "| admission | p95 at 90% / p95 at 10% (target <= 1.5) | stalls up to 90% (target 0) | "
+        "refused up to 90% (target <= 2%) | refused at 110% |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name in result["variants"]:
+        low = by_share.get(10, {}).get(name, {}).get("summary", {})
+        high = by_share.get(90, {}).get(name, {}).get("summary", {})
+        ratio = (
+            f"{high['ttfa_p95_ms'] / low['ttfa_p95_ms']:.2f}"
+            if high.get("ttfa_p95_ms") and low.get("ttfa_p95_ms")
+            else "n/a"
+        )
+        runs = [level[name] for share, level in by_share.items() if share <= 90]
+        stalls = sum(st["stalls"] for run in runs for st in run["streams"] if not st["refused"] and not st["error"])
+        streams = sum(run["summary"]["streams"] for run in runs)
+        refused = sum(run["summary"]["refused"] for run in runs)
+        over = by_share.get(110, {}).get(name, {}).get("summary")
+        beyond = f"{over['refused']} of {over['streams']}" if over else "n/a"
+        share = f"{100 * refused / streams:.1f}%" if streams else "n/a"
+        lines.append(f"| {name} | {ratio} | {stalls} | {refused} of {streams} ({share}) | {beyond} |")
+    return lines
+
+
 def _line(label: str, s: dict[str, Any]) -> str:
     return (
         f"{label:>8}: {s['streams']} streams ({s['refused']} refused, {s['errors']} errors); first audio p50 "
@@ -387,8 +554,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "measurement (A/B runs on a noisy machine: the same offered load for each variant)",
     )
     parser.add_argument("--server-arg", action="append", default=[], help="extra `speakwire serve` argument")
+    parser.add_argument(
+        "--admission",
+        default="",
+        help="A/B: comma-separated `speakwire serve --admission` variants (live,fixed), one server each, "
+        "levels interleaved and taken as shares of the saturation throughput measured first",
+    )
+    parser.add_argument("--saturation-streams", type=int, default=4, help="A/B: long replies at once for 100%%")
+    parser.add_argument("--saturation-replies", type=int, default=4, help="A/B: replies joined into each long one")
     args = parser.parse_args(argv)
     args.levels = [int(x) for x in str(args.levels).split(",") if x.strip()]  # "" = the burst only
+    variants = [x.strip() for x in str(args.admission).split(",") if x.strip()]
+    if variants:
+        return _main_ab(args, variants)
     machine = describe()
     server: ServerProcess | None = None
     if args.url:
@@ -405,6 +583,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["machine"] = {**machine, "load_average_end": load_average()}
     write_results(args.out, result, markdown(result), markdown_name="README.md")
     print(markdown(result))
+    return 0
+
+
+def _main_ab(args: argparse.Namespace, variants: list[str]) -> int:
+    if args.url:
+        raise SystemExit("--admission starts its own servers (one per variant); it does not take --url")
+    machine = describe()
+    servers = {name: speakwire_server(args.out, "--admission", name, *args.server_arg, name=f"speakwire-{name}")
+               for name in variants}  # fmt: skip
+    try:
+        for server in servers.values():
+            server.start()
+        result = asyncio.run(run_ab({name: server.url for name, server in servers.items()}, args))
+    finally:
+        for server in servers.values():
+            server.stop()
+    result["machine"] = {**machine, "load_average_end": load_average()}
+    write_results(args.out, result, ab_markdown(result), markdown_name="README.md")
+    print(ab_markdown(result))
     return 0
 
 
