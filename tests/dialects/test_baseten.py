@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 
 import aiohttp
 import pytest
@@ -21,8 +22,11 @@ from livekit.plugins import baseten
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from speakwire.engines.piper import PiperEngine
+from speakwire.settings import Settings
+from support.aligners import register_spread
 from support.baseten import BASETEN, alignment, speak
-from support.live_server import LiveServer
+from support.live_server import LiveServer, start_server
 
 TEXT = "Thanks for calling, Dr. Smith. Your order of $25 ships on Jan 5 — it's 50% off! Bye 😀"
 RATE = 24000
@@ -88,35 +92,57 @@ async def test_unknown_timestamp_values_get_an_error_naming_the_allowed_ones(
         assert ws.close_code == 1008
 
 
-def test_livekit_baseten_qwen3_plugin_gets_a_timed_transcript(server: LiveServer) -> None:
-    async def speak_with_plugin() -> tuple[bytes, set[int], list[TimedString]]:
-        http = aiohttp.ClientSession()  # outside an agent worker the plugin needs one handed in
-        # CustomVoice here; the plugin's default (Base with a named voice) is tested in test_baseten_voices.py.
-        tts = baseten.TTS(model="qwen3-tts", model_endpoint=server.ws_url, api_key="local", voice="alloy",
-                          task_type="CustomVoice", word_timestamps=True, http_session=http)  # fmt: skip
-        assert tts.capabilities.aligned_transcript
-        pcm, rates, timed = bytearray(), set(), []
-        try:
-            stream = tts.stream()
-            stream.push_text(TEXT)
-            stream.end_input()
-            async with asyncio.timeout(120):
-                async for event in stream:
-                    pcm += event.frame.data.tobytes()
-                    rates.add(event.frame.sample_rate)
-                    timed += event.frame.userdata.get(USERDATA_TIMED_TRANSCRIPT, [])
-            await stream.aclose()
-        finally:
-            await tts.aclose()
-            await http.close()
-        return bytes(pcm), rates, timed
+async def speak_with_plugin(ws_url: str) -> tuple[bytes, set[int], list[TimedString]]:
+    """TEXT through LiveKit's Baseten Qwen3-TTS plugin, unchanged: its audio, sample rates and timed transcript."""
+    http = aiohttp.ClientSession()  # outside an agent worker the plugin needs one handed in
+    # CustomVoice here; the plugin's default (Base with a named voice) is tested in test_baseten_voices.py.
+    tts = baseten.TTS(model="qwen3-tts", model_endpoint=ws_url, api_key="local", voice="alloy",
+                      task_type="CustomVoice", word_timestamps=True, http_session=http)  # fmt: skip
+    assert tts.capabilities.aligned_transcript
+    pcm, rates, timed = bytearray(), set(), []
+    try:
+        stream = tts.stream()
+        stream.push_text(TEXT)
+        stream.end_input()
+        async with asyncio.timeout(120):
+            async for event in stream:
+                pcm += event.frame.data.tobytes()
+                rates.add(event.frame.sample_rate)
+                timed += event.frame.userdata.get(USERDATA_TIMED_TRANSCRIPT, [])
+        await stream.aclose()
+    finally:
+        await tts.aclose()
+        await http.close()
+    return bytes(pcm), rates, timed
 
-    pcm, rates, timed = asyncio.run(speak_with_plugin())
+
+def assert_timed_transcript(pcm: bytes, rates: set[int], timed: list[TimedString], *, step_s: float = 0.0) -> None:
+    """``step_s``: how far a word may start before the previous one's end (times are sent in millisecond steps)."""
     assert rates == {24000} and pcm
     assert [str(t).strip() for t in timed] == TEXT.split()
     audio_s = len(pcm) / 2 / RATE
     previous_end = 0.0
     for word in timed:  # rebased by the plugin onto the turn's timeline: in order, inside the audio
-        assert previous_end <= word.start_time <= word.end_time <= audio_s + 0.001
+        assert previous_end - step_s <= word.start_time <= word.end_time <= audio_s + 0.001
         previous_end = word.end_time
     assert timed[-1].start_time > 1.0
+
+
+def test_livekit_baseten_qwen3_plugin_gets_a_timed_transcript(server: LiveServer) -> None:
+    assert_timed_transcript(*asyncio.run(speak_with_plugin(server.ws_url)))
+
+
+@pytest.fixture(scope="module")
+def aligned_server(piper_engine: PiperEngine) -> Iterator[LiveServer]:
+    """Piper whose words come from an aligner (``support.aligners.SpreadAligner``), after each sentence's end."""
+    register_spread()
+    live = start_server(Settings(aligner="spread"), engine=piper_engine)
+    yield live
+    live.stop()
+
+
+def test_livekit_baseten_plugin_places_an_aligners_words_on_their_own_sentences(aligned_server: LiveServer) -> None:
+    # The plugin rebases a sentence's words on the audio it had at the latest audio.start: with "sync" each
+    # sentence's audio.done (and its words) comes before the next sentence starts, however late the aligner is.
+    # A spread word ends at its sentence's last sample, rounded to the millisecond: up to 1 ms past the next start.
+    assert_timed_transcript(*asyncio.run(speak_with_plugin(aligned_server.ws_url)), step_s=0.001)

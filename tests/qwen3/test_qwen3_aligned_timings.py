@@ -2,15 +2,15 @@
 
 Random weights speak babble, and PocketSphinx rightly refuses to align babble with English text (its beams
 prune every path, as they do for noise): over PocketSphinx these tests check that such sentences go without
-words and keep their audio. The wiring (each sentence aligned once final, words before its end, on the
-utterance's clock and offsets, through every dialect) is checked with ``support.aligners.SpreadAligner``, a
-real ``Aligner`` that spreads a sentence's words over its audio by length, registered like any other aligner.
+words and keep their audio. The wiring (each sentence aligned once final, its words after its end with no audio
+held for them, on the utterance's clock and offsets, through every dialect) is checked with
+``support.aligners.SpreadAligner``, a real ``Aligner`` that spreads a sentence's words over its audio by length,
+registered like any other aligner.
 Accuracy is ``bench/aligner_accuracy``'s business, on real speech.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 from collections.abc import Iterator
@@ -23,6 +23,7 @@ from websockets.asyncio.client import connect
 
 from speakwire.settings import Settings
 from support.live_server import LiveServer, start_server
+from support.timed_stream import TimedStream
 
 pytest.importorskip("pocketsphinx", reason="pip install 'speakwire[align]'")
 
@@ -78,77 +79,40 @@ def test_pocketsphinx_gives_babble_no_words_and_keeps_its_audio(aligned_server: 
 async def test_vllm_omni_websocket_carries_aligned_word_timestamps(spread_server: LiveServer) -> None:
     config = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "word_timestamps": True,
               "language": "English", **FRAMES}  # fmt: skip
-    sentences: list[str] = []
-    words: list[dict[str, Any]] = []
-    audio = sentence_audio = b""
-    char_offset, time_offset_ms = 0, 0.0
+    stream = TimedStream()  # each sentence's words after its audio.done, matched to it by sentence_index
     async with connect(spread_server.ws_url) as ws:
         await ws.send(json.dumps(config))
         await ws.send(json.dumps({"type": "input.text", "text": TEXT}))
         await ws.send(json.dumps({"type": "input.done"}))
-        async with asyncio.timeout(120):
-            while True:
-                event = json.loads(await ws.recv())
-                assert event["type"] != "error", event
-                if event["type"] == "audio.start":
-                    sentences.append(event["sentence_text"])
-                    sentence_audio = b""
-                elif event["type"] == "audio.chunk":
-                    chunk = base64.b64decode(event["audio_b64"])
-                    sentence_audio += chunk
-                    for item in event["timestamps"] or []:
-                        assert sentences[-1][item["char_start"] : item["char_end"]] == item["word"]
-                        assert 0 <= item["start_ms"] <= item["end_ms"] <= len(sentence_audio) / 2 / RATE * 1000 + 1
-                        words.append({**item, "char_start": char_offset + item["char_start"],
-                                      "char_end": char_offset + item["char_end"],
-                                      "start_ms": round(time_offset_ms) + item["start_ms"],
-                                      "end_ms": round(time_offset_ms) + item["end_ms"]})  # fmt: skip
-                elif event["type"] == "audio.done":
-                    if sentence_audio:  # a sentence with audio has every word timed
-                        timed = [w["word"] for w in words if w["char_start"] >= char_offset]
-                        assert timed == sentences[-1].split()
-                    audio += sentence_audio
-                    char_offset += len(sentences[-1])
-                    time_offset_ms += len(sentence_audio) / 2 / RATE * 1000
-                elif event["type"] == "session.done":
-                    break
-    assert "".join(sentences) == TEXT
-    assert_timed(TEXT, words, len(audio) / 2 / RATE * 1000)
+        await stream.read(ws)
+    sentences = stream.in_order()
+    assert "".join(s.text for s in sentences) == TEXT
+    for sentence in sentences:
+        assert "audio.done" in sentence.events and sentence.events[-1] == "words"
+        if sentence.audio:  # a sentence with audio has every word timed
+            assert [w["word"] for w in sentence.words or []] == sentence.text.split()
+    assert_timed(TEXT, stream.utterance_words(), sum(s.audio_ms for s in sentences))
 
 
 async def test_barge_in_on_qwen3_reports_only_words_whose_audio_was_sent(spread_server: LiveServer) -> None:
     text = "Hello there, my friend. The weather is fine today. " * 3
     config = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "word_timestamps": True,
               "language": "English", "seed": 2, "max_new_tokens": 100}  # fmt: skip
-    received = sentence_start = 0
-    sentence_offset, sentence_text = 0, ""
-    words: list[tuple[int, float]] = []
-    """(char_end in the text, end in ms from the utterance's first sample) of every word the client got."""
-    cancelled = False
+    stream = TimedStream()
     async with connect(spread_server.ws_url) as ws:
         await ws.send(json.dumps(config))
         await ws.send(json.dumps({"type": "input.text", "text": text}))
         await ws.send(json.dumps({"type": "input.done"}))
-        async with asyncio.timeout(120):
-            while True:
-                event = json.loads(await ws.recv())
-                assert event["type"] != "error", event
-                if event["type"] == "audio.start":
-                    sentence_offset += len(sentence_text)
-                    sentence_text, sentence_start = event["sentence_text"], received
-                elif event["type"] == "audio.chunk":
-                    received += len(base64.b64decode(event["audio_b64"]))
-                    for item in event["timestamps"] or []:
-                        end_ms = sentence_start / 2 / RATE * 1000 + item["end_ms"]
-                        words.append((sentence_offset + item["char_end"], end_ms))
-                elif event["type"] == "audio.done" and not cancelled and words:
-                    await ws.send(json.dumps({"type": "input.cancel"}))  # barge in once a sentence was timed
-                    cancelled = True
-                elif event["type"] == "input.cancelled":
-                    break
+        await stream.read(ws, until=lambda s: any(t.words for t in s.sentences.values()))
+        await ws.send(json.dumps({"type": "input.cancel"}))  # barge in once a sentence was timed
+        await stream.read(ws, until=lambda s: s.last["type"] == "input.cancelled")
+    event = stream.last
+    received = sum(len(s.audio) for s in stream.sentences.values())
+    words = stream.utterance_words()
+    """Every word the client got, on the utterance: offsets into the text, ms from its first sample."""
     assert event["audio_sent_s"] == pytest.approx(received / 2 / RATE, abs=0.002)
     # Characters through the last word the client got whose audio it had whole.
-    heard_end = max((end for end, end_ms in words if end_ms <= received / 2 / RATE * 1000 + 1), default=0)
+    heard_end = max((w["char_end"] for w in words if w["end_ms"] <= received / 2 / RATE * 1000 + 1), default=0)
     spoken = event["spoken_chars"]
     assert event["spoken_text"] == text[:spoken]
     assert 0 < heard_end <= spoken < len(text)  # the cancel came before the last sentence's audio was sent

@@ -9,8 +9,6 @@ sentence, in order, inside the sentence's audio.
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +20,7 @@ from websockets.asyncio.client import connect
 
 from speakwire.settings import Settings
 from support.live_server import LiveServer, start_server
+from support.timed_stream import TimedStream
 
 pytestmark = pytest.mark.qwen
 
@@ -49,25 +48,13 @@ async def speak(server: LiveServer, text: str, language: str) -> list[tuple[str,
     """One utterance over the vLLM-Omni WebSocket with word timestamps: (sentence, its audio, its words)."""
     config = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "word_timestamps": True,
               "language": language, **FRAMES}  # fmt: skip
-    sentences: list[tuple[str, bytes, list[dict[str, Any]] | None]] = []
+    stream = TimedStream()  # each sentence's words matched to it by sentence_index: they come after its end
     async with connect(server.ws_url) as ws:
         await ws.send(json.dumps(config))
         await ws.send(json.dumps({"type": "input.text", "text": text}))
         await ws.send(json.dumps({"type": "input.done"}))
-        async with asyncio.timeout(120):
-            while True:
-                event = json.loads(await ws.recv())
-                assert event["type"] != "error", event
-                if event["type"] == "audio.start":
-                    sentences.append((event["sentence_text"], b"", None))
-                elif event["type"] == "audio.chunk" and event["audio_b64"]:
-                    sentence, audio, words = sentences[-1]
-                    sentences[-1] = (sentence, audio + base64.b64decode(event["audio_b64"]), words)
-                elif event["type"] == "audio.chunk":
-                    sentence, audio, _ = sentences[-1]
-                    sentences[-1] = (sentence, audio, event["timestamps"])
-                elif event["type"] == "session.done":
-                    return sentences
+        await stream.read(ws)
+    return [(s.text, s.audio, s.words) for s in stream.in_order()]
 
 
 def assert_timed(sentence: str, audio: bytes, words: list[dict[str, Any]] | None) -> list[str]:

@@ -1,9 +1,15 @@
-"""A hung aligner never holds audio (issue 29): a sentence waits for its words at most its bound, then goes without.
+"""Audio never waits for an aligner (issue 29), and a hung one never holds words forever.
 
 Over a real Piper server whose aligner (``support.aligners.StallingAligner``, registered like any aligner) blocks on
-every sentence holding a trigger word until the test releases it: the utterance's audio arrives whole and in order
-and it completes; the sentences behind the stalled call go without words instead of queueing behind it; the log
-says why once; no second aligner thread is started; and once the call returns, sentences are aligned again.
+every sentence holding a trigger word until the test releases it:
+
+- with a long bound, the sentences after a blocked one arrive whole (their audio and ``audio.done``) before its
+  words, which follow once the call returns, in order and inside their audio — on the vLLM-Omni WebSocket and SSE;
+- with a short bound, the utterance's audio arrives whole and in order and it completes; the sentence whose call
+  hangs and those behind it go without words instead of queueing behind it; the log says why once; no second
+  aligner thread is started; and once the call returns, sentences are aligned again.
+
+Orderings and counts only: what arrived before what, never how long it took.
 """
 
 from __future__ import annotations
@@ -15,7 +21,6 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -28,6 +33,7 @@ from speakwire.engines.piper import PiperEngine
 from speakwire.settings import Settings
 from support.aligners import StallingAligner
 from support.live_server import LiveServer, start_server
+from support.timed_stream import TimedSentence, TimedStream
 
 TEXT = "Hello there, my friend. Meanwhile the rain keeps on falling. The weather is fine today."
 TRIGGER = "Meanwhile"
@@ -35,14 +41,6 @@ BOUND_S = 2.0
 """The bound the test server gives each sentence (``--aligner-timeout``); the stand-in aligns in microseconds."""
 CONFIG = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "word_timestamps": True,
           "seed": 1}  # fmt: skip
-
-
-@dataclass
-class Sentence:
-    text: str
-    audio: bytes = b""
-    words: list[dict[str, Any]] | None = None
-    events: list[str] = field(default_factory=list)
 
 
 @pytest.fixture(scope="module")
@@ -61,34 +59,22 @@ def stalling_server(piper_engine: PiperEngine, stalling: StallingAligner) -> Ite
     live.stop()
 
 
-async def speak(server: LiveServer, text: str) -> list[Sentence]:
+async def speak(server: LiveServer, text: str) -> list[TimedSentence]:
     """One utterance over the vLLM-Omni WebSocket with word timestamps: its sentences, their audio and words."""
-    sentences: list[Sentence] = []
+    stream = TimedStream()
     async with connect(server.ws_url) as ws:
         await ws.send(json.dumps(CONFIG))
         await ws.send(json.dumps({"type": "input.text", "text": text}))
         await ws.send(json.dumps({"type": "input.done"}))
-        async with asyncio.timeout(60):
-            while True:
-                event = json.loads(await ws.recv())
-                assert event["type"] != "error", event
-                if event["type"] == "audio.start":
-                    sentences.append(Sentence(event["sentence_text"]))
-                elif event["type"] == "audio.chunk" and event["audio_b64"]:
-                    sentences[-1].audio += base64.b64decode(event["audio_b64"])
-                elif event["type"] == "audio.chunk":
-                    sentences[-1].words = event["timestamps"]
-                elif event["type"] == "session.done":
-                    return sentences
-                if sentences:
-                    sentences[-1].events.append(event["type"])
+        await stream.read(ws, timeout_s=60)
+    return stream.in_order()
 
 
 def aligner_threads() -> int:
     return sum(thread.name == "speakwire-aligner" for thread in threading.enumerate())
 
 
-def assert_same_audio(got: list[Sentence], expected: list[Sentence]) -> None:
+def assert_same_audio(got: list[TimedSentence], expected: list[TimedSentence]) -> None:
     """Sentence by sentence, the same seeded audio (within the 1e-3 Piper allows its streamed windows)."""
     assert [s.text for s in got] == [s.text for s in expected]
     for a, b in zip(got, expected, strict=True):
@@ -110,7 +96,8 @@ async def test_a_stalled_aligner_never_holds_audio_and_aligning_resumes_when_it_
 
     stalled = await speak(stalling_server, TEXT)
     assert_same_audio(stalled, reference)
-    assert all(s.events[0] == "audio.start" and s.events[-1] == "audio.done" for s in stalled)
+    for sentence in stalled:  # an aligner's words (null here when untimed) come after their sentence's end
+        assert sentence.events == ["audio.start", *["audio"] * sentence.events.count("audio"), "audio.done", "words"]
     assert [s.words is not None for s in stalled] == [i < stall for i in range(len(sentences))]
     assert [[w["word"] for w in s.words] for s in stalled[:stall] if s.words] == [s.split() for s in sentences[:stall]]
     # The sentence whose call hangs went without words at its bound; those behind it were dropped, never run.
@@ -142,3 +129,127 @@ async def test_a_stalled_aligner_never_holds_audio_and_aligning_resumes_when_it_
     said = [r.getMessage() for r in caplog.records if r.name == "speakwire.synthesis.aligning"]
     assert len([m for m in said if "still being aligned" in m]) == 1  # why, once
     assert len([m for m in said if "aligning again" in m]) == 1
+
+
+BLOCKER = "there"
+"""In the first segment of ``TEXT`` ("Hello there, ": the first cut comes early) and not in the start-up clip."""
+LONG_BOUND_S = 60.0
+"""Long enough that no bound passes while a test holds the aligner."""
+
+
+@pytest.fixture(scope="module")
+def blocking() -> Iterator[StallingAligner]:
+    aligner = StallingAligner(BLOCKER)
+    register_aligner("blocking", lambda: aligner, aligner.languages)
+    yield aligner
+    aligner.release.set()
+
+
+@pytest.fixture(scope="module")
+def blocking_server(piper_engine: PiperEngine, blocking: StallingAligner) -> Iterator[LiveServer]:
+    live = start_server(Settings(aligner="blocking", aligner_timeout_s=LONG_BOUND_S), engine=piper_engine)
+    yield live
+    blocking.release.set()
+    live.stop()
+
+
+@pytest.fixture
+def blocked(blocking: StallingAligner) -> Iterator[StallingAligner]:
+    """The aligner blocks on the first sentence until the test releases it (released at the end whatever happens)."""
+    blocking.release.clear()
+    yield blocking
+    blocking.release.set()
+
+
+def assert_in_order_inside(words: list[dict[str, Any]], text: str, audio_ms: float) -> None:
+    assert [w["word"] for w in words] == text.split()
+    previous_end = 0
+    for word in words:
+        assert text[word["char_start"] : word["char_end"]] == word["word"]
+        assert previous_end <= word["start_ms"] <= word["end_ms"]
+        previous_end = word["end_ms"]
+    assert words[-1]["end_ms"] <= audio_ms + 1
+
+
+def last_sentence_ended(stream: TimedStream) -> bool:
+    return any("weather" in s.text and "audio.done" in s.events for s in stream.sentences.values())
+
+
+async def test_a_sentence_still_being_aligned_holds_back_no_later_sentences_audio(
+    blocking_server: LiveServer, blocked: StallingAligner
+) -> None:
+    stream = TimedStream()
+    async with connect(blocking_server.ws_url) as ws:
+        await ws.send(json.dumps(CONFIG))
+        await ws.send(json.dumps({"type": "input.text", "text": TEXT}))
+        await ws.send(json.dumps({"type": "input.done"}))
+        # The first sentence's aligner call blocks until released; the rest of the utterance comes meanwhile.
+        await stream.read(ws, until=last_sentence_ended, timeout_s=60)
+        last = max(stream.sentences)
+        assert last >= 2 and BLOCKER in stream.sentences[0].text
+        assert ("words", 0) not in stream.order and not stream.done  # its words are still being aligned
+        assert all(s.audio for s in stream.sentences.values())
+        blocked.release.set()
+        await stream.read(ws, timeout_s=60)
+    sentences = stream.in_order()
+    assert "".join(s.text for s in sentences) == TEXT
+    # Every sentence's audio and end before the first sentence's words; the words then in sentence order.
+    assert stream.first("words", 0) > stream.first("audio.done", last)
+    arrivals = [stream.first("words", s.index) for s in sentences]
+    assert arrivals == sorted(arrivals)
+    assert_in_order_inside(stream.utterance_words(), TEXT, sum(s.audio_ms for s in sentences))
+
+
+async def test_barge_in_while_words_are_being_aligned_counts_only_whole_sentences_sent(
+    blocking_server: LiveServer, blocked: StallingAligner
+) -> None:
+    text = ("Hello there, my friend. This second sentence goes on for a good long while, so that the listener is "
+            "still hearing it when the barge-in comes. The end.")  # fmt: skip
+    stream = TimedStream()
+    async with connect(blocking_server.ws_url) as ws:
+        await ws.send(json.dumps(CONFIG))
+        await ws.send(json.dumps({"type": "input.text", "text": text}))
+        await ws.send(json.dumps({"type": "input.done"}))
+        await stream.read(ws, until=lambda s: 1 in s.sentences and bool(s.sentences[1].audio), timeout_s=60)
+        await ws.send(json.dumps({"type": "input.cancel"}))
+        await stream.read(ws, until=lambda s: s.last["type"] == "input.cancelled", timeout_s=60)
+    cancelled = stream.last
+    assert not any(what == "words" for what, _ in stream.order)  # the first sentence's words never came
+    sentences = stream.in_order()
+    assert cancelled["audio_sent_s"] == pytest.approx(sum(len(s.audio) for s in sentences) / 2 / 24000, abs=0.002)
+    # No word counts before its words come: the text runs through whole sentences whose audio all went out, the
+    # first at least (its audio.done came), never into the sentence that was being spoken.
+    boundaries = [len("".join(s.text for s in sentences[: n + 1])) for n in range(len(sentences))]
+    spoken = cancelled["spoken_chars"]
+    assert "audio.done" in sentences[0].events and spoken in boundaries and spoken >= boundaries[0]
+    assert all(spoken >= boundaries[s.index] for s in sentences if "audio.done" in s.events)
+    assert cancelled["spoken_text"] == text[:spoken]
+
+
+def test_sse_sends_all_the_audio_before_a_blocked_sentences_words(
+    blocking_server: LiveServer, server: LiveServer, blocked: StallingAligner
+) -> None:
+    body = {"input": TEXT, "response_format": "pcm", "stream_format": "sse", "word_timestamps": True, "seed": 1}
+    with httpx.stream("POST", f"{server.url}/v1/audio/speech", json=body, timeout=60) as response:
+        reference = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")]
+    # The same seeded audio (Piper timing it itself): how much there is to wait for.
+    expected = sum(len(base64.b64decode(e["audio"])) for e in reference if e["type"] == "speech.audio.delta")
+    kinds: list[str] = []
+    events: list[dict[str, Any]] = []
+    audio = 0
+    with httpx.stream("POST", f"{blocking_server.url}/v1/audio/speech", json=body, timeout=60) as response:
+        assert response.status_code == 200
+        lines = (json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: "))
+        for event in lines:
+            kinds.append(event["type"])
+            if event["type"] == "speech.audio.delta":
+                audio += len(base64.b64decode(event["audio"]))
+            if audio == expected:
+                break
+        assert audio == expected and "speech.audio.words" not in kinds  # every sample before the first words
+        blocked.release.set()
+        events = list(lines)
+    assert events[-1]["type"] == "speech.audio.done"
+    assert all(e["type"] != "speech.audio.delta" or not base64.b64decode(e["audio"]) for e in events)
+    words = [item for e in events if e["type"] == "speech.audio.words" for item in e["words"]]
+    assert_in_order_inside(words, TEXT, audio / 2 / 24000 * 1000)

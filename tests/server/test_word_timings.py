@@ -20,6 +20,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from support.live_server import LiveServer
+from support.timed_stream import TimedStream
 
 TEXT = "Thanks for calling, Dr. Smith. Your order of $25 ships on Jan 5 — it's 50% off! Bye 😀"
 RATE = 24000
@@ -47,52 +48,19 @@ class Spoken:
 
 
 async def speak(server: LiveServer, pieces: list[str]) -> Spoken:
-    sentences: list[str] = []
-    words: list[Word] = []
-    sentence_ms: list[float] = []
-    audio = b""
+    """One utterance of ``pieces``, each sentence's words matched to it by ``sentence_index`` (``TimedStream``)."""
+    stream = TimedStream()
     async with connect(server.ws_url) as ws:
         await ws.send(json.dumps(CONFIG))
         for piece in pieces:
             await ws.send(json.dumps({"type": "input.text", "text": piece}))
         await ws.send(json.dumps({"type": "input.done"}))
-        char_offset, time_offset_ms, sentence_audio = 0, 0.0, b""
-        async with asyncio.timeout(120):
-            while True:
-                message = await ws.recv()
-                assert isinstance(message, str), "with word_timestamps all audio is JSON audio.chunk"
-                event = json.loads(message)
-                if event["type"] == "audio.start":
-                    assert event["word_timestamps"] is True
-                    sentences.append(event["sentence_text"])
-                    sentence_audio = b""
-                elif event["type"] == "audio.chunk":
-                    chunk = base64.b64decode(event["audio_b64"])
-                    if chunk:
-                        assert event["timestamps"] is None
-                        assert event["chunk_start_ms"] == round(len(sentence_audio) / 2 / RATE * 1000)
-                        sentence_audio += chunk
-                        continue
-                    sentence = sentences[-1]
-                    duration_ms = len(sentence_audio) / 2 / RATE * 1000
-                    assert event["chunk_end_ms"] == round(duration_ms)
-                    for item in event["timestamps"]:
-                        assert sentence[item["char_start"] : item["char_end"]] == item["word"]
-                        assert 0 <= item["start_ms"] <= item["end_ms"] <= duration_ms + 1
-                        start, end = char_offset + item["char_start"], char_offset + item["char_end"]
-                        at_ms = round(time_offset_ms)
-                        words.append(Word(item["word"], start, end, at_ms + item["start_ms"], at_ms + item["end_ms"]))
-                elif event["type"] == "audio.done":
-                    assert event["total_bytes"] == len(sentence_audio)
-                    audio += sentence_audio
-                    char_offset += len(sentences[-1])
-                    time_offset_ms += len(sentence_audio) / 2 / RATE * 1000
-                    sentence_ms.append(len(sentence_audio) / 2 / RATE * 1000)
-                elif event["type"] == "session.done":
-                    break
-                else:
-                    assert event["type"] != "error", event
-    return Spoken(sentences, words, len(audio) / 2 / RATE * 1000, sentence_ms)
+        await stream.read(ws)
+    sentences = stream.in_order()
+    words = [Word(w["word"], w["char_start"], w["char_end"], w["start_ms"], w["end_ms"])
+             for w in stream.utterance_words()]  # fmt: skip
+    audio_ms = sum(len(s.audio) for s in sentences) / 2 / RATE * 1000
+    return Spoken([s.text for s in sentences], words, audio_ms, [s.audio_ms for s in sentences])
 
 
 def assert_covers(text: str, spoken: Spoken) -> None:

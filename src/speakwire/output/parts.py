@@ -1,4 +1,4 @@
-"""What the output stage hands a protocol: segment marks, encoded audio with its words, the end and usage.
+"""What the output stage hands a protocol: segment marks, encoded audio with its words, an aligner's words, the end.
 
 Positions are samples of the output (``start``), counted from the first sample this ``AudioOut`` sent, so a
 protocol that speaks several utterances on one stream (a Cartesia context) keeps one timeline.
@@ -51,10 +51,32 @@ class SegmentEnd:
     samples: int
     """Samples of the segment."""
     words: tuple[WordTiming, ...]
-    """The segment's words, in order."""
+    """The segment's words, in order (an engine's own; empty when ``words_follow``)."""
     error: SpeakwireError | None = None
     file: bytes = b""
     """With ``segment_files`` framing: the segment's audio as one complete file."""
+    words_follow: bool = False
+    """Its words come later, in a ``WordsPart`` (an aligner's: the utterance's ``aligned_words``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WordsPart:
+    """An aligner's words for a segment whose ``SegmentEnd`` was already given.
+
+    Audio never waits for an aligner, so this may come after later segments' audio; it refers back to its
+    segment. Exactly one per ``SegmentEnd`` with ``words_follow``, in segment order, before ``UtteranceEnd``
+    (``words`` empty when the aligner could not time the segment).
+    """
+
+    segment: int
+    words: tuple[WordTiming, ...]
+    """The segment's words, in order, timed and offset as ``AudioPart.words``."""
+    start: int
+    """Output sample at which the segment's audio starts."""
+    samples: int
+    """Samples of the segment."""
+    char_offset: int
+    """Where the segment's text starts in the utterance's text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,4 +90,4 @@ class UtteranceEnd:
     """Samples of the whole utterance."""
 
 
-OutputPart = SegmentStart | AudioPart | SegmentEnd | UtteranceEnd
+OutputPart = SegmentStart | AudioPart | SegmentEnd | WordsPart | UtteranceEnd

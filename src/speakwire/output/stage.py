@@ -21,8 +21,8 @@ from speakwire.audio.chunk import Float32Array
 from speakwire.encoders.base import Encoder
 from speakwire.encoders.off_loop import LoopEncoder, open_encoder
 from speakwire.encoders.registry import CONTENT_TYPES, create_encoder
-from speakwire.output.parts import AudioPart, OutputPart, SegmentEnd, SegmentStart, UtteranceEnd
-from speakwire.synthesis.events import AudioReady, SegmentFinished, SegmentStarted, UtteranceFinished
+from speakwire.output.parts import AudioPart, OutputPart, SegmentEnd, SegmentStart, UtteranceEnd, WordsPart
+from speakwire.synthesis.events import AudioReady, SegmentFinished, SegmentStarted, SegmentWords, UtteranceFinished
 from speakwire.synthesis.utterance import Utterance
 from speakwire.text.alignment import WordTiming
 
@@ -88,7 +88,9 @@ class AudioOut:
     def parts(self, utterance: Utterance, *, keep_open: bool = False) -> AsyncIterator[OutputPart]:
         """The utterance's output, in order, ending with ``UtteranceEnd``.
 
-        With ``keep_open`` the stream's codec is not finished at the end: the next utterance continues it.
+        An aligner's words come as a ``WordsPart`` after their segment's ``SegmentEnd`` (``words_follow``), possibly
+        after later segments' audio. With ``keep_open`` the stream's codec is not finished at the end: the next
+        utterance continues it.
         """
         return _ClosedAtEnd(self._parts(utterance, keep_open=keep_open))
 
@@ -100,6 +102,10 @@ class AudioOut:
         gathered: list[Float32Array] = []
         """The samples of the file being gathered (a segment's or the utterance's)."""
         next_offset = 0
+        words_follow = utterance.aligned_words
+        segment_start = SegmentStart(-1, "", 0, 0)
+        awaiting_words: dict[int, tuple[SegmentStart, int]] = {}
+        """Ended segments whose aligner's words are still to come: where each started, and its samples."""
         async with contextlib.aclosing(utterance.events()) as events:
             async for event in events:
                 if isinstance(event, AudioReady):
@@ -125,13 +131,22 @@ class AudioOut:
                     offset, next_offset = next_offset, next_offset + len(event.text)
                     if spec.framing == "segment_files":
                         gathered = []
-                    yield SegmentStart(event.index, event.text, offset, self.position)
+                    segment_start = SegmentStart(event.index, event.text, offset, self.position)
+                    yield segment_start
                 elif isinstance(event, SegmentFinished):
                     file = b""
                     if spec.framing == "segment_files" and gathered:  # a failed segment's audio goes too, marked
                         file = await self._file(gathered)
                         gathered = []
-                    yield SegmentEnd(event.index, segment_samples, tuple(segment_words), event.error, file)
+                    follow = words_follow and segment_start.index == event.index
+                    if follow:
+                        awaiting_words[event.index] = (segment_start, segment_samples)
+                    yield SegmentEnd(event.index, segment_samples, tuple(segment_words), event.error, file, follow)
+                elif isinstance(event, SegmentWords):
+                    ended = awaiting_words.pop(event.index, None)
+                    if ended is not None:
+                        began, count = ended
+                        yield WordsPart(event.index, event.words, began.start, count, began.char_offset)
                 elif isinstance(event, UtteranceFinished):
                     data = b""
                     if not event.cancelled:

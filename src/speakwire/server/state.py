@@ -205,7 +205,7 @@ class ServerState:
             try:
                 future.result(timeout=bound_s)
             except TimeoutError:
-                aligner.expired(future)
+                aligner.expired(future, counted=False)  # not a client's sentence: not in the metric
                 logger.warning("word timings: aligner %s did not align the %.2f s warm-up clip within %.1f s",
                                aligner.aligner.name, audio_s, bound_s)  # fmt: skip
                 return

@@ -2,24 +2,26 @@
 
 For an engine with no word timings of its own (Qwen3), or for every engine when ``--aligner`` names one
 (the utterance then drops the engine's own words: ``SynthesisPipeline.engine_words``), the utterance hands
-each event its driver delivers to a ``SentenceWords`` first. It keeps the sentence's samples as they pass;
-when the sentence's ``SegmentFinished`` is due it sends the samples and the sentence's text to the pipeline's
-``AlignerThread`` (one thread, off the event loop and off every engine thread) and delivers the words as an
-``AudioReady`` with no samples just before that ``SegmentFinished``.
+each event its driver delivers to a ``SentenceWords``. It passes every event on at once and keeps the sentence's
+samples as they pass; at the sentence's ``SegmentFinished`` it sends the samples and the sentence's text to the
+pipeline's ``AlignerThread`` (one thread, off the event loop and off every engine thread), and delivers the words,
+when they come, as a ``SegmentWords`` event.
 
-Order, and why: every consumer of an utterance (``output.AudioOut``, hence every dialect) reads its
-sentences one after the other — start, audio, end — and keys per-sentence files, ``audio.done`` and the
-words carried at a sentence's end on that. So a sentence's words cannot come after its ``SegmentFinished``,
-nor can the next sentence's audio come before it. The engine never waits: the driver is told the sentence
-is finished at once (Piper starts the next one; Qwen3 never stops), and only the *delivery* of the events
-after a ``SegmentFinished`` waits behind its words — the cost of aligning that one sentence (PocketSphinx:
-~0.03 s per second of audio, while the listener still has that sentence's seconds to play). A sentence the
-aligner cannot align (silence, noise, a failed sentence) gets no words; its audio is unaffected.
+Order, and why: audio never waits for an aligner (issue 29). Neither the engine (the driver is told the sentence
+is finished at once) nor the delivery of anything after the sentence (its ``SegmentFinished``, the next sentence's
+start and audio) is held for the words: they come in a ``SegmentWords`` of their own, after their sentence's
+``SegmentFinished`` and possibly after later sentences' audio, so they trail the audio by at most one sentence
+(what the listener hears while the next one is aligned) plus the bound below. Every sentence gets exactly one
+``SegmentWords``, in sentence order, before ``UtteranceFinished`` (which waits for the last sentence's words);
+it is empty for a sentence the aligner cannot align (silence, noise, a failed sentence) or that ran past its
+bound. A protocol maps it to its wire form, where it may refer back to an earlier sentence
+(``output.WordsPart``); one that binds words to the sentence's end (Baseten's ``sync``) holds what follows itself
+(``output.words_at_segment_end``). A cancel drops the words not delivered yet: they were not reported heard.
 
-A bound, so a hung or very slow aligner never holds audio: a sentence waits for its words at most
+A bound, so a hung or very slow aligner never holds the words forever: a sentence waits for its words at most
 ``AlignerThread.deadline_s`` (``--aligner-timeout``; by default ``max(1 s, 2 × its audio)``), then goes without
-them and the events behind it go on; the log says why once. While a call runs past its bound, later sentences
-go without words at once rather than queueing behind it, and no second thread is started (issue 29).
+them; the log says why once. While a call runs past its bound, later sentences go without words at once rather
+than queueing behind it, and no second thread is started.
 
 Times: the aligner times a sentence from its first sample; the sentence's start on the utterance's clock
 (samples as the driver delivered them, before the leading-silence trim) is added here, and the words then
@@ -46,7 +48,7 @@ import numpy as np
 from speakwire.aligners.base import Aligner
 from speakwire.aligners.registry import speaks
 from speakwire.audio.chunk import Float32Array
-from speakwire.synthesis.events import AudioReady, SegmentFinished, SegmentStarted, UtteranceEvent
+from speakwire.synthesis.events import AudioReady, SegmentFinished, SegmentStarted, SegmentWords, UtteranceEvent
 from speakwire.text.alignment import WordTiming
 
 logger = logging.getLogger(__name__)
@@ -97,7 +99,7 @@ class AlignerThread:
         self._warned = False
         self._behind_warned = False
         self.timed_out = 0
-        """Sentences that went without words because they waited their bound (for metrics and tests)."""
+        """Clients' sentences that went without words because they waited their bound (for metrics and tests)."""
         self._thread = threading.Thread(target=self._work, name="speakwire-aligner", daemon=True)
         self._thread.start()
 
@@ -127,11 +129,15 @@ class AlignerThread:
         self._jobs.put(_Job(samples, rate, text, future, now + self.deadline_s(len(samples) / rate)))
         return future
 
-    def expired(self, future: concurrent.futures.Future[list[WordTiming]]) -> None:
-        """The sentence of ``future`` went without words (its bound passed): drop its job if it has not started."""
+    def expired(self, future: concurrent.futures.Future[list[WordTiming]], *, counted: bool = True) -> None:
+        """The sentence of ``future`` went without words (its bound passed): drop its job if it has not started.
+
+        ``counted``: it adds to ``timed_out`` (False for the start-up measurement's clip, which is no client's).
+        """
         now = time.monotonic()
         with self._lock:
-            self.timed_out += 1
+            if counted:
+                self.timed_out += 1
             running = self._running
             if running is not None and (running.future is future or now > running.deadline):
                 self._say_overrun(now - self._started_at)  # its own call, or one it queued behind, overran
@@ -203,7 +209,7 @@ class AlignerThread:
 
 @dataclass(slots=True)
 class _Words:
-    """A sentence's words, in the event order where they belong (None until the aligner is done)."""
+    """A sentence's words, in sentence order (None until the aligner is done or the bound passed)."""
 
     index: int
     words: tuple[WordTiming, ...] | None = None
@@ -243,19 +249,19 @@ class SentenceWords:
         self._cursor = 0
         """Where in the utterance's text the next sentence is looked for."""
         self._sentence: _Sentence | None = None
-        self._queue: deque[UtteranceEvent | _Words] = deque()
-        """Events held behind a sentence's words still being aligned, in order."""
+        self._pending: deque[_Words] = deque()
+        """Finished sentences whose ``SegmentWords`` is not delivered yet, in order."""
         self._on_drained: Callable[[], None] | None = None
         self._closed = False
 
     @property
-    def holding(self) -> bool:
-        """Events wait for a sentence's words."""
-        return bool(self._queue)
+    def pending(self) -> bool:
+        """A finished sentence's words are still to be delivered."""
+        return bool(self._pending)
 
     def when_drained(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` once nothing is held (at once when nothing is)."""
-        if self._queue:
+        """Run ``callback`` once every finished sentence's words are delivered (at once when they are)."""
+        if self._pending:
             self._on_drained = callback
         else:
             callback()
@@ -263,14 +269,17 @@ class SentenceWords:
     def close(self) -> None:
         """The utterance ended (cancelled): deliver nothing more."""
         self._closed = True
-        for held in self._queue:
-            if isinstance(held, _Words) and held.timer is not None:
-                held.timer.cancel()
-        self._queue.clear()
+        for slot in self._pending:
+            if slot.timer is not None:
+                slot.timer.cancel()
+        self._pending.clear()
         self._on_drained = None
 
     def intake(self, event: UtteranceEvent) -> None:
-        """An event as its driver delivered it: kept, aligned, and emitted in order."""
+        """An event as its driver delivered it: passed on at once; at a sentence's end, its words are asked for."""
+        if self._closed:
+            return
+        self._emit(event)
         if isinstance(event, SegmentStarted):
             self._sentence = _Sentence(event.index, event.text, self._clock)
         elif isinstance(event, AudioReady):
@@ -280,22 +289,23 @@ class SentenceWords:
                 sentence.parts.append(event.samples)
         elif isinstance(event, SegmentFinished):
             sentence, self._sentence = self._sentence, None
-            if sentence is not None and sentence.index == event.index and event.error is None:
-                self._align(sentence)
-        self._queue.append(event)
-        self._drain()
+            slot = _Words(event.index)
+            self._pending.append(slot)
+            whole = sentence is not None and sentence.index == event.index and event.error is None
+            if not whole or sentence is None or not self._align(sentence, slot):
+                slot.words = ()  # nothing to align: the sentence's (empty) words are settled at once
+            self._drain()
 
-    def _align(self, sentence: _Sentence) -> None:
+    def _align(self, sentence: _Sentence, slot: _Words) -> bool:
+        """Send the sentence to the aligner (False: there is nothing to align)."""
         text = self._sentence_text(sentence.index) or sentence.text
         spoken = text.strip()
         if not sentence.parts or not any(ch.isalnum() for ch in spoken):
-            return
+            return False
         at = self._utterance_text().find(spoken, self._cursor)
         if at < 0:
-            return  # not the client's text as written (cannot happen for text the utterance was fed)
+            return False  # not the client's text as written (cannot happen for text the utterance was fed)
         self._cursor = at + len(spoken)
-        slot = _Words(sentence.index)
-        self._queue.append(slot)
         samples = np.concatenate(sentence.parts) if len(sentence.parts) > 1 else sentence.parts[0]
         start_s = sentence.start / self._rate
         future = self._aligner.submit(samples, self._rate, spoken)
@@ -314,6 +324,7 @@ class SentenceWords:
                 self._loop.call_soon_threadsafe(self._resolved, slot, placed)
 
         future.add_done_callback(done)
+        return True
 
     def _resolved(self, slot: _Words, words: tuple[WordTiming, ...]) -> None:
         if slot.words is not None:
@@ -324,7 +335,7 @@ class SentenceWords:
         self._drain()
 
     def _expire(self, slot: _Words, future: concurrent.futures.Future[list[WordTiming]]) -> None:
-        """The sentence's bound passed without its words: it goes without them, and the events behind it go on."""
+        """The sentence's bound passed without its words: it goes without them."""
         if slot.words is not None or self._closed:
             return
         self._aligner.expired(future)
@@ -332,18 +343,14 @@ class SentenceWords:
         self._drain()
 
     def _drain(self) -> None:
-        held = self._queue
-        while held and not self._closed:
-            head = held[0]
-            if isinstance(head, _Words):
-                if head.words is None:
-                    return
-                held.popleft()
-                if head.words:
-                    self._emit(AudioReady(head.index, np.zeros(0, np.float32), head.words))
-            else:
-                held.popleft()
-                self._emit(head)
+        """Deliver the settled words at the head of the line, in sentence order."""
+        pending = self._pending
+        while pending and not self._closed:
+            head = pending[0]
+            if head.words is None:
+                return
+            pending.popleft()
+            self._emit(SegmentWords(head.index, head.words))
         callback, self._on_drained = self._on_drained, None
         if callback is not None and not self._closed:
             callback()

@@ -1,4 +1,4 @@
-"""What an utterance hands its protocol: segment starts, audio, segment ends, and the final usage.
+"""What an utterance hands its protocol: segment starts, audio, segment ends, aligned words, and the final usage.
 
 Events carry float32 PCM at the requested output rate; encoding is the protocol's business (one file per
 utterance over HTTP, one per sentence on the WebSocket when not streaming).
@@ -39,6 +39,21 @@ class SegmentFinished:
     error: SpeakwireError | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SegmentWords:
+    """A segment's words from an aligner (``synthesis.aligning``), once aligned.
+
+    It comes after the segment's ``SegmentFinished`` and may come after later segments' audio: audio never waits
+    for an aligner. With an aligner, every ``SegmentFinished`` is followed by exactly one, in segment order and
+    before ``UtteranceFinished`` (unless the utterance is cancelled); ``words`` is empty for a segment the aligner
+    could not time (silence, a failed segment, a call past its bound). Times and offsets are the utterance's, as
+    ``AudioReady.words``.
+    """
+
+    index: int
+    words: tuple[WordTiming, ...]
+
+
 @dataclass(slots=True)
 class Usage:
     characters: int = 0
@@ -64,4 +79,4 @@ class UtteranceFinished:
     cancelled: bool = False
 
 
-UtteranceEvent = SegmentStarted | AudioReady | SegmentFinished | UtteranceFinished
+UtteranceEvent = SegmentStarted | AudioReady | SegmentFinished | SegmentWords | UtteranceFinished

@@ -13,11 +13,11 @@ where it stopped, once the reader is down to half the lead. A reader that takes 
 the transport (``server.flow``).
 
 Word timings from an aligner (``aligning``, for engines without their own or when ``--aligner`` names one):
-the events pass through ``SentenceWords`` on their way to the reader. A sentence's words come as an
-``AudioReady`` with no samples just before its ``SegmentFinished``, and the events after that wait behind
-them (every reader takes sentences one after another), while the driver is told the sentence is done at
-once: the engine never waits for the aligner, only the next sentence's delivery does, by the cost of
-aligning one sentence. Aligned words go through the leading-silence trim like an engine's.
+the events pass through ``SentenceWords`` on their way to the reader, which passes them on at once. A sentence's
+words come later, as a ``SegmentWords`` after its ``SegmentFinished`` (possibly after later sentences' audio):
+neither the engine nor the delivery of any audio waits for the aligner. ``UtteranceFinished`` waits for the last
+sentence's words (at most the aligner's bound). Aligned words go through the leading-silence trim like an
+engine's.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from speakwire.synthesis.driver import DriverFactory, PipelineState
 from speakwire.synthesis.events import (
     AudioReady,
     SegmentFinished,
+    SegmentWords,
     Usage,
     UtteranceEvent,
     UtteranceFinished,
@@ -44,6 +45,7 @@ from speakwire.synthesis.events import (
 from speakwire.synthesis.numbering import UtteranceSegmenter
 from speakwire.synthesis.observer import PipelineObserver
 from speakwire.synthesis.progress import Progress
+from speakwire.text.alignment import WordTiming
 from speakwire.text.hygiene import clean_text
 from speakwire.text.segmenter import ChunkSchedule, Granularity
 
@@ -187,7 +189,7 @@ class Utterance:
 
     @property
     def aligned_words(self) -> bool:
-        """Its words come from an aligner: each sentence's as an ``AudioReady`` with no samples after its audio."""
+        """Its words come from an aligner: each sentence's in a ``SegmentWords`` after its ``SegmentFinished``."""
         return self._words is not None
 
     @property
@@ -247,7 +249,7 @@ class Utterance:
         if self._words is None:
             self._emit(event)
         else:
-            self._words.intake(event)  # emitted in order once the sentence's words are in
+            self._words.intake(event)  # passed on at once; the sentence's words follow when aligned
         if isinstance(event, SegmentFinished):
             self._driver.segment_finished()  # the engine goes on even while the words are being aligned
 
@@ -256,8 +258,10 @@ class Utterance:
         if self._done:
             return
         progress = self._progress
-        if isinstance(event, AudioReady) and not len(event.samples):
-            trimmed = self._trim(event)  # words only (an aligner's): times shift, no audio to account for
+        if isinstance(event, SegmentWords):
+            event = SegmentWords(event.index, self._shift(event.words))  # an aligner's: times move with the trim
+        elif isinstance(event, AudioReady) and not len(event.samples):
+            trimmed = self._trim(event)  # words only: times shift, no audio to account for
             if trimmed is None:
                 return
             event = trimmed
@@ -300,14 +304,19 @@ class Utterance:
             self._taken += trimmer.trimmed - before  # never sent, so never read: the lead lets go of them
             if self._parked is not None and self._made - self._taken <= self._lead // 2:
                 self._resume()
-        shift = trimmer.trimmed / self.output_rate
-        words = tuple(
-            dataclasses.replace(w, start_s=max(0.0, w.start_s - shift), end_s=max(0.0, w.end_s - shift))
-            for w in event.words
-        )
+        words = self._shift(event.words)
         if not len(samples) and not words:
             return None
         return AudioReady(event.index, samples, words)
+
+    def _shift(self, words: tuple[WordTiming, ...]) -> tuple[WordTiming, ...]:
+        """``words`` timed from the first sample sent: back by the leading silence cut so far."""
+        shift = self._trimmer.trimmed / self.output_rate
+        if not shift:
+            return words
+        return tuple(
+            dataclasses.replace(w, start_s=max(0.0, w.start_s - shift), end_s=max(0.0, w.end_s - shift)) for w in words
+        )
 
     def _end(self, *, cancelled: bool) -> None:
         self._done = True

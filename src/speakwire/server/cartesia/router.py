@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request, WebSocket
 from starlette.responses import JSONResponse, Response
 
 from speakwire.errors import BadRequestError, SpeakwireError, TooBusyError
-from speakwire.output import AudioOut, AudioPart, OutputSpec, SegmentEnd, UtteranceEnd
+from speakwire.output import AudioOut, AudioPart, OutputSpec, SegmentEnd, UtteranceEnd, WordsPart
 from speakwire.server.admission import Admitted, admit
 from speakwire.server.audio_response import audio_bytes, streamed_response
 from speakwire.server.cartesia import protocol as p
@@ -113,6 +113,9 @@ async def _sse_stream(out: AudioOut, admitted: Admitted, speech: p.HttpRequest) 
             step_ms, produced_at = (now - produced_at) * 1000, now
             if part.data:
                 yield p.sse_frame(p.chunk_event(context_id, part.data, step_ms, None, request_id))
+            if spec.add_timestamps and part.words:
+                yield p.sse_frame(p.timestamps_event(context_id, part.words, 0.0, None, request_id))
+        elif isinstance(part, WordsPart):  # an aligner's words, as soon as they are in (after their audio)
             if spec.add_timestamps and part.words:
                 yield p.sse_frame(p.timestamps_event(context_id, part.words, 0.0, None, request_id))
         elif isinstance(part, SegmentEnd) and part.error is not None:

@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
 from speakwire.errors import EngineError, ShuttingDownError, SpeakwireError
-from speakwire.output import AudioOut, AudioPart, OutputSpec, SegmentEnd, UtteranceEnd
+from speakwire.output import AudioOut, AudioPart, OutputSpec, SegmentEnd, UtteranceEnd, WordsPart
 from speakwire.server.admission import Admitted, admit
 from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.cartesia import protocol as p
@@ -295,6 +295,11 @@ class CartesiaSession(WebSocketSession):
                     step_ms = 0.0
                 if ctx.spec.add_timestamps and part.words:
                     offset_s = ctx.out.utterance_start / rate  # the context's audio before this utterance
+                    event = p.timestamps_event(ctx.id, part.words, offset_s, group.flush_id, request_id)
+                    await self.channel.send_json(event)
+            elif isinstance(part, WordsPart):  # an aligner's words, as soon as they are in (after their audio)
+                if ctx.spec.add_timestamps and part.words:
+                    offset_s = ctx.out.utterance_start / rate
                     event = p.timestamps_event(ctx.id, part.words, offset_s, group.flush_id, request_id)
                     await self.channel.send_json(event)
             elif isinstance(part, SegmentEnd) and part.error is not None:

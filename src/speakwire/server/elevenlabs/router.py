@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from starlette.responses import JSONResponse, Response
 
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
-from speakwire.output import AudioOut, AudioPart, SegmentEnd, UtteranceEnd
+from speakwire.output import AudioOut, AudioPart, SegmentEnd, UtteranceEnd, WordsPart
 from speakwire.server.admission import Admitted, admit
 from speakwire.server.audio_response import StreamAborted, audio_bytes, streamed_response
 from speakwire.server.elevenlabs import protocol as p
@@ -200,7 +200,7 @@ class _Job:
         data, chars = b"", []
         async with self.admitted:
             async for part in self.out.parts(self.admitted.utterance):
-                if isinstance(part, AudioPart):
+                if isinstance(part, AudioPart | WordsPart):  # an aligner's words: placed up to their sentence's end
                     chars += self.aligner.place(part.words, (part.start + part.samples) / rate)
                 elif isinstance(part, SegmentEnd) and part.error is not None:
                     raise _error(part.error, "")
@@ -210,11 +210,17 @@ class _Job:
         return data, chars
 
     async def timestamped_stream(self) -> AsyncIterator[bytes]:
-        """One JSON line per piece of encoded audio, with the characters whose words start in it."""
+        """One JSON line per piece of encoded audio, with the characters whose words start in it.
+
+        An aligner's words come after their sentence's audio: their characters ride on the next line (times are
+        seconds from the start of the audio, so a line may carry characters of audio sent before it).
+        """
         rate = self.fmt.sample_rate
         chars: list[CharTiming] = []
         async for part in self.out.parts(self.admitted.utterance):
-            if isinstance(part, AudioPart):
+            if isinstance(part, WordsPart):
+                chars += self.aligner.place(part.words, (part.start + part.samples) / rate)
+            elif isinstance(part, AudioPart):
                 chars += self.aligner.place(part.words, (part.start + part.samples) / rate)
                 if part.data:
                     yield _line(part.data, chars)

@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 from starlette.websockets import WebSocket
 
 from speakwire.errors import BadRequestError, NotReadyError, PayloadTooLargeError, SpeakwireError, TooBusyError
-from speakwire.output import AudioOut, AudioPart, SegmentEnd, UtteranceEnd
+from speakwire.output import AudioOut, AudioPart, SegmentEnd, UtteranceEnd, WordsPart
 from speakwire.server.admission import Admitted, admit
 from speakwire.server.auth import key_matches, offered_key
 from speakwire.server.elevenlabs import protocol as p
@@ -329,11 +329,12 @@ class ElevenLabsSession(WebSocketSession):
         nothing more is coming yet: clients that place each chunk's words by adding up the previous chunks'
         alignment (pipecat's ``calculate_word_times``) would otherwise lose its duration.
 
-        Words from an aligner (Qwen3) come after their sentence's audio, which is never held for them: the audio
-        goes out at once with no alignment, and each sentence's words follow in a message with empty audio whose
-        alignment spans the audio from the end of the previous alignment to the end of this sentence. pipecat and
-        LiveKit read ``alignment`` apart from ``audio`` and advance their clock by each alignment's span, so the
-        spans still add up to the audio and every word lands where it is heard.
+        Words from an aligner (Qwen3) come after their sentence's audio, and no audio is held for them: the audio
+        goes out at once with no alignment, and each sentence's words follow (possibly after later sentences'
+        audio) in a message with empty audio whose alignment spans the audio from the end of the previous
+        alignment to the end of that sentence. pipecat and LiveKit read ``alignment`` apart from ``audio`` and
+        advance their clock by each alignment's span, so the spans still add up to the audio and every word lands
+        where it is heard; no span reaches past the audio already sent.
         """
         assert self._query is not None
         fmt = self._query.output_format
@@ -353,10 +354,14 @@ class ElevenLabsSession(WebSocketSession):
                 produced += part.samples
                 if part.data:
                     await self._send_audio(ctx, run, part.data, [], 0.0, 0.0)
-                if part.words:  # a sentence's aligned words: their alignment covers the audio since the last one
-                    placed = run.aligner.place(part.words, produced / rate)
-                    await self._send_audio(ctx, run, b"", placed, sent / rate, produced / rate)
-                    sent = produced
+            elif isinstance(part, WordsPart):
+                # A sentence's aligned words: their alignment spans the audio from the last one's end to their
+                # sentence's end (already sent: later sentences' audio may have gone out before them).
+                sentence_end = part.start + part.samples - out.utterance_start
+                placed = run.aligner.place(part.words, sentence_end / rate)
+                if placed:
+                    await self._send_audio(ctx, run, b"", placed, sent / rate, sentence_end / rate)
+                    sent = sentence_end
             elif isinstance(part, AudioPart):
                 produced += part.samples
                 aligned = aligned or bool(part.words)

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from starlette.responses import Response
 
 from speakwire.encoders.registry import CONTENT_TYPES
-from speakwire.output import AudioOut, AudioPart, OutputSpec, SegmentEnd, UtteranceEnd
+from speakwire.output import AudioOut, AudioPart, OutputSpec, SegmentEnd, UtteranceEnd, WordsPart
 from speakwire.server.admission import Admitted, admit
 from speakwire.server.audio_response import audio_bytes, streamed_response, whole_file
 from speakwire.server.flow import file_response, write_stall
@@ -96,11 +96,15 @@ def _sse(event: dict[str, object]) -> bytes:
 
 
 async def _sse_stream(out: AudioOut, admitted: Admitted, words: bool = False) -> AsyncIterator[bytes]:
-    """SSE deltas; with ``words``, a ``speech.audio.words`` event after the delta of the audio they start in."""
+    """SSE deltas; with ``words``, a ``speech.audio.words`` event after the delta of the audio they start in (an
+    engine's), or as soon as a sentence's words are aligned (an aligner's: later audio may come first)."""
     async for part in out.parts(admitted.utterance):
         if isinstance(part, AudioPart):
             if part.data:
                 yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(part.data).decode()})
+            if words and part.words:
+                yield _sse({"type": "speech.audio.words", "words": sentence_timestamps(part.words, 0.0, 0)})
+        elif isinstance(part, WordsPart):
             if words and part.words:
                 yield _sse({"type": "speech.audio.words", "words": sentence_timestamps(part.words, 0.0, 0)})
         elif isinstance(part, SegmentEnd) and part.error is not None:

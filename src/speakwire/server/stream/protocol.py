@@ -9,15 +9,20 @@ auth inside ``session.config``.
 (base64 PCM, ``timestamps: null``), and after each sentence's audio one more ``audio.chunk``
 with empty audio carries the sentence's words, ``[{word, start_ms, end_ms}]`` in milliseconds
 from the sentence's first sample (vLLM-Omni's fields), plus ``char_start``/``char_end`` into
-the sentence's ``sentence_text`` (ours). ``timestamps`` is null for a sentence the engine
-could not time (Qwen3 today).
+the sentence's ``sentence_text`` (ours). ``timestamps`` is null for a sentence that could not
+be timed. An engine's own words (Piper) come before the sentence's ``audio.done``; an aligner's
+(Qwen3, ``--aligner``) after it, possibly after later sentences' audio, since no audio waits for
+an aligner: the chunk's ``sentence_index`` names its sentence (docs/timings.md).
 
 ``timestamp_type: "word"`` (with ``timestamp_transport_strategy: "sync"``, the default) is Baseten's: each
 sentence's ``audio.done`` carries ``timestamp_info.word_alignment`` — ``words``, ``word_start_times_seconds``,
 ``word_end_times_seconds``, seconds from the sentence's first sample — after all of that sentence's audio, so it
 works with every framing (``stream_audio`` true or false, any ``response_format``) and beside ``word_timestamps``.
-``timestamp_info`` is null for a sentence the engine could not time. Only ``sync`` is offered: an ``async``
-strategy (timings interleaved anywhere) is refused, as is any other value of either field.
+``timestamp_info`` is null for a sentence that could not be timed. Only ``sync`` is offered: an ``async``
+strategy (timings interleaved anywhere) is refused, as is any other value of either field. With an aligner's
+words, ``sync`` is the one shape where audio waits for them: the sentence's ``audio.done`` and what follows it
+are held until its words come (at most the aligner's bound), because clients place them on the sentence that
+began last (``output.word_order``).
 
 ``voice.add`` and ``voice.list`` are Baseten's voice-library control messages (LiveKit's Baseten plugin,
 ``qwen3_tts.register_voice`` / ``list_voices``, sends each as the first message of a socket of its own, before any

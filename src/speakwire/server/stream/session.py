@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.websockets import WebSocket
@@ -28,7 +29,17 @@ from speakwire.errors import (
     SpeakwireError,
     TooBusyError,
 )
-from speakwire.output import AudioOut, AudioPart, OutputSpec, SegmentEnd, SegmentStart, UtteranceEnd
+from speakwire.output import (
+    AudioOut,
+    AudioPart,
+    OutputPart,
+    OutputSpec,
+    SegmentEnd,
+    SegmentStart,
+    UtteranceEnd,
+    WordsPart,
+    words_at_segment_end,
+)
 from speakwire.server.admission import Admitted, admit
 from speakwire.server.auth import offered_key
 from speakwire.server.options import ResolvedSpeech, resolve_speech
@@ -263,7 +274,14 @@ class StreamSession(WebSocketSession):
         await self.channel.send_json(event)
 
     async def _speak(self, item: _Utterance, config: p.StreamConfig, resolved: ResolvedSpeech) -> None:
-        """One utterance's wire events: audio.start, its audio (frames, JSON chunks or a file), audio.done."""
+        """One utterance's wire events: audio.start, its audio (frames, JSON chunks or a file), audio.done.
+
+        An aligner's words come after their sentence's end (``WordsPart``), and no audio waits for them: vLLM-Omni's
+        trailing ``audio.chunk`` then follows the sentence's ``audio.done``, possibly after later sentences' audio
+        (it names its sentence). Baseten's ``sync`` binds the words to the sentence's ``audio.done``, and its
+        clients place them on the sentence that began last, so with it what follows a sentence's end waits for its
+        words (``words_at_segment_end``, at most the aligner's bound).
+        """
         index, sent, utterance = item.index, item.sent, item.admitted.utterance
         request_id = item.admitted.request_id
         fmt, rate = resolved.response_format, resolved.output_rate
@@ -272,10 +290,19 @@ class StreamSession(WebSocketSession):
             out = await AudioOut.open(OutputSpec("pcm", rate, "stream"))
         else:
             out = await AudioOut.open(OutputSpec(fmt, rate, "segment_files"))
+        parts: AsyncIterator[OutputPart] = out.parts(utterance)
+        if config.word_alignment:
+            parts = words_at_segment_end(parts)
         sentence_bytes = chunk_id = 0
         sentence: SegmentStart | None = None
+        last_end = -1
+        """The last sentence whose end (``SegmentEnd``) came: a ``WordsPart`` after it is late, one before it early."""
+        early: WordsPart | None = None
+        """Its sentence's aligned words, given before its end (``words_at_segment_end``)."""
+        trailing_chunk: dict[int, int] = {}
+        """Sentences ended before their aligned words came: the chunk id their trailing ``audio.chunk`` takes."""
         try:
-            async for part in out.parts(utterance):
+            async for part in parts:
                 if isinstance(part, SegmentStart):
                     sentence, sentence_bytes, chunk_id = part, 0, 0
                     await self._send(p.audio_start(index, part.index, part.text, fmt, rate,
@@ -296,19 +323,35 @@ class StreamSession(WebSocketSession):
                     if config.stream_audio:
                         sent.samples += part.samples
                         sent.words.extend(part.words)
+                elif isinstance(part, WordsPart):
+                    sent.words.extend(part.words)  # reported heard only as far as the audio sent covers them
+                    if part.segment > last_end:
+                        early = part
+                    elif timestamps and part.segment in trailing_chunk:
+                        timed = p.sentence_timestamps(part.words, part.start / rate, part.char_offset)
+                        end_ms = round(part.samples * 1000 / rate)
+                        await self._send(p.audio_chunk(index, part.segment, trailing_chunk.pop(part.segment), 0,
+                                                       end_ms, rate, b"", timed or None))  # fmt: skip
                 elif isinstance(part, SegmentEnd):
+                    last_end = part.index
                     offset = sentence.char_offset if sentence is not None else 0
+                    start_s = (sentence.start if sentence is not None else 0) / rate
+                    words, words_follow = part.words, part.words_follow
+                    if early is not None and early.segment == part.index:
+                        words, words_follow = early.words, False
+                    early = None
                     if part.file:
                         sentence_bytes = len(part.file)
                         await self.channel.send_bytes(part.file)  # the sentence's file whole, in one frame
                         sent.samples += part.samples
                         sent.words.extend(part.words)
-                    if timestamps:
-                        start_s = (sentence.start if sentence is not None else 0) / rate
-                        words = p.sentence_timestamps(part.words, start_s, offset)
+                    if timestamps and words_follow:
+                        trailing_chunk[part.index] = chunk_id  # sent when the aligner's words come
+                    elif timestamps:
+                        timed = p.sentence_timestamps(words, start_s, offset)
                         end_ms = round(part.samples * 1000 / rate)
                         await self._send(p.audio_chunk(index, part.index, chunk_id, 0, end_ms, rate, b"",
-                                                       words or None))  # fmt: skip
+                                                       timed or None))  # fmt: skip
                     if part.error is not None:
                         await self._send(p.error_event(f"Sentence {part.index} failed: {part.error.message}",
                                                        code="synthesis_failed", utterance_index=index,
@@ -317,8 +360,7 @@ class StreamSession(WebSocketSession):
                         sent.sentence_chars = offset + (len(sentence.text) if sentence is not None else 0)
                     done = p.audio_done(index, part.index, sentence_bytes, part.error is not None)
                     if config.word_alignment:
-                        start_s = (sentence.start if sentence is not None else 0) / rate
-                        done["timestamp_info"] = p.timestamp_info(part.words, start_s)
+                        done["timestamp_info"] = p.timestamp_info(words, start_s)
                     await self._send(done)
                 elif isinstance(part, UtteranceEnd):
                     if part.cancelled:
