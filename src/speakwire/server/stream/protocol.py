@@ -361,7 +361,8 @@ class Heard:
     utterance_index: int
     spoken_chars: int
     """Characters of the utterance's text that the audio sent covers: through the last word whose audio was
-    entirely sent, or, for an engine without word timings, through the last sentence entirely sent."""
+    entirely sent and whose timing had come, or through the last sentence entirely sent, whichever is further (an
+    aligner's words come after their sentence's end: until then only whole sentences count)."""
     text: str
     audio_sent_s: float
 
