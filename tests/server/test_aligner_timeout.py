@@ -7,7 +7,8 @@ every sentence holding a trigger word until the test releases it:
   words, which follow once the call returns, in order and inside their audio — on the vLLM-Omni WebSocket and SSE;
 - with a short bound, the utterance's audio arrives whole and in order and it completes; the sentence whose call
   hangs and those behind it go without words instead of queueing behind it; the log says why once; no second
-  aligner thread is started; and once the call returns, sentences are aligned again.
+  aligner thread is started; and once the call returns, sentences are aligned again;
+- the start-up measurement's clip past its bound is not counted in ``speakwire_aligner_timeouts_total``.
 
 Orderings and counts only: what arrived before what, never how long it took.
 """
@@ -253,3 +254,18 @@ def test_sse_sends_all_the_audio_before_a_blocked_sentences_words(
     assert all(e["type"] != "speech.audio.delta" or not base64.b64decode(e["audio"]) for e in events)
     words = [item for e in events if e["type"] == "speech.audio.words" for item in e["words"]]
     assert_in_order_inside(words, TEXT, audio / 2 / 24000 * 1000)
+
+
+def test_the_start_up_clip_past_its_bound_is_not_counted_as_a_clients_sentence(piper_engine: PiperEngine) -> None:
+    aligner = StallingAligner("Hello")  # the start-up measurement's clip says "Hello."
+    register_aligner("stalling-at-start", lambda: aligner, aligner.languages)
+    live = start_server(Settings(aligner="stalling-at-start", aligner_timeout_s=0.5), engine=piper_engine)
+    try:
+        assert aligner.calls == ["Hello."] and aligner.returned == 0  # it hung past its bound, and still does
+        assert live.state.pipeline.aligner.timed_out == 0
+        metrics = httpx.get(f"{live.url}/metrics", timeout=10).text
+        timeouts = 'speakwire_aligner_timeouts_total{aligner="stalling",engine="piper"}'  # the aligner's own name
+        assert f"{timeouts} 0.0" in metrics.splitlines()
+    finally:
+        aligner.release.set()
+        live.stop()
