@@ -11,7 +11,7 @@ Order, and why: audio never waits for an aligner (issue 29). Neither the engine 
 is finished at once) nor the delivery of anything after the sentence (its ``SegmentFinished``, the next sentence's
 start and audio) is held for the words: they come in a ``SegmentWords`` of their own, after their sentence's
 ``SegmentFinished`` and possibly after later sentences' audio, so they trail the audio by at most one sentence
-(what the listener hears while the next one is aligned) plus the bound below. Every sentence gets exactly one
+(the next one plays while this one is aligned) plus the bound below. Every sentence gets exactly one
 ``SegmentWords``, in sentence order, before ``UtteranceFinished`` (which waits for the last sentence's words);
 it is empty for a sentence the aligner cannot align (silence, noise, a failed sentence) or that ran past its
 bound. A protocol maps it to its wire form, where it may refer back to an earlier sentence
@@ -25,8 +25,8 @@ than queueing behind it, and no second thread is started.
 
 Times: the aligner times a sentence from its first sample; the sentence's start on the utterance's clock
 (samples as the driver delivered them, before the leading-silence trim) is added here, and the words then
-go through ``Utterance._trim`` like an engine's. Offsets: into the utterance's text, where the sentence is
-found after the one before it.
+move back with the leading-silence trim like an engine's (``Utterance._shift``). Offsets: into the utterance's
+text, where the sentence is found after the one before it.
 """
 
 from __future__ import annotations
