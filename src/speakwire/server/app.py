@@ -20,6 +20,7 @@ from speakwire.server.drain import InFlightMiddleware
 from speakwire.server.elevenlabs import router as elevenlabs_router
 from speakwire.server.errors import install_error_handlers
 from speakwire.server.magpie import router as magpie_router
+from speakwire.server.openapi import document as openapi_document
 from speakwire.server.redaction import install_log_redaction
 from speakwire.server.request_ids import RequestIdMiddleware
 from speakwire.server.sagemaker import router as sagemaker_router
@@ -78,6 +79,7 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
     app.include_router(deepgram_router.router)
     app.include_router(elevenlabs_router.router)
     app.include_router(magpie_router.router)
+    openapi_document.install(app, settings)
     if settings.api_key:
         app.add_middleware(
             ApiKeyMiddleware,

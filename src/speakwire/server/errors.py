@@ -3,20 +3,34 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
+from starlette.routing import Match, Route
 
 from speakwire.errors import SpeakwireError, TooBusyError
 
 logger = logging.getLogger(__name__)
 
 
-def error_response(status: int, message: str, error_type: str, param: str | None = None) -> JSONResponse:
+def error_response(
+    status: int, message: str, error_type: str, param: str | None = None, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
     body = {"error": {"message": message, "type": error_type, "param": param, "code": status}}
-    return JSONResponse(body, status_code=status)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def allowed_methods(request: Request) -> str:
+    """The ``Allow`` header of a 405: every method some route serves at this path. Starlette names only the first
+    route's, and a path may have several (``GET`` and ``POST /ping``, ``GET`` and ``DELETE`` a voice)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods
+    return ", ".join(sorted(methods))
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -43,5 +57,8 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(400, message, "BadRequestError", param)
 
     @app.exception_handler(HTTPException)
-    async def on_http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        return error_response(exc.status_code, str(exc.detail), "HTTPError")
+    async def on_http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = allowed_methods(request)
+        return error_response(exc.status_code, str(exc.detail), "HTTPError", headers=headers)

@@ -8,11 +8,32 @@ and ``null`` means the field is absent.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.config import JsonDict
 
-from speakwire.server.options import SpeechOptions, voice_name
+from speakwire.encoders.registry import AUDIO_FORMATS
+from speakwire.server.openapi.limits import speech_text
+from speakwire.server.options import (
+    MAX_SAMPLE_RATE,
+    MAX_SPEED,
+    MIN_SAMPLE_RATE,
+    MIN_SPEED,
+    SpeechOptions,
+    voice_name,
+)
+
+_VOICE_SCHEMA: JsonDict = {
+    "anyOf": [
+        {"type": "string"},
+        {"type": "object", "properties": {"id": {"type": "string", "minLength": 1}}, "required": ["id"]},
+        {"type": "null"},
+    ]
+}
+"""A name, or OpenAI's newer ``{"id": ...}`` (``voice_name``)."""
+_FORMAT_ENUM: JsonDict = {"enum": [*AUDIO_FORMATS]}
 
 
 class SpeechRequest(BaseModel):
@@ -20,15 +41,27 @@ class SpeechRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    input: str = Field(description="Text to speak.")
+    input: str = Field(description="Text to speak.", json_schema_extra=speech_text("Text to speak."))
     model: str | None = Field(None, description="Served model id or an OpenAI alias (tts-1, ...).")
-    voice: str | dict[str, Any] | None = Field(None, description="Voice name (case-insensitive) or {'id': ...}.")
+    voice: str | dict[str, Any] | None = Field(
+        None, description="Voice name (case-insensitive) or {'id': ...}.", json_schema_extra=_VOICE_SCHEMA
+    )
     speaker: str | None = Field(None, description="Alias of voice (vLLM-Omni).")
-    response_format: str = Field("mp3", description="wav, pcm, flac, mp3, opus, aac, ulaw, alaw.")
-    speed: float | None = Field(None, description="0.25 to 4.0.")
+    response_format: str = Field(
+        "mp3",
+        description="wav, pcm, flac, mp3, opus, aac, ulaw, alaw.",
+        json_schema_extra=_FORMAT_ENUM,
+    )
+    speed: float | None = Field(
+        None, description="0.25 to 4.0.", json_schema_extra={"minimum": MIN_SPEED, "maximum": MAX_SPEED}
+    )
     stream: bool | None = Field(None, description="Stream; without stream_format this means SSE.")
     stream_format: Literal["audio", "sse"] | None = None
-    sample_rate: int | None = Field(None, description="Output rate, 8000-48000 Hz (pcm default 24000).")
+    sample_rate: int | None = Field(
+        None,
+        description="Output rate, 8000-48000 Hz (pcm default 24000).",
+        json_schema_extra={"minimum": MIN_SAMPLE_RATE, "maximum": MAX_SAMPLE_RATE},
+    )
     language: str | None = None
     instructions: str | None = Field(None, max_length=4096)
     task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = None
@@ -53,8 +86,9 @@ class SpeechRequest(BaseModel):
 
     @property
     def ignored_fields(self) -> list[str]:
-        """Names the client sent that this server does not use, sorted."""
-        return sorted(self.model_extra or {})
+        """Names the client sent that this server does not use, sorted, each in JSON's escapes (printable ASCII):
+        they go into an HTTP header (``X-Ignored-Fields``), which cannot carry other characters, and a log line."""
+        return sorted(json.dumps(name)[1:-1] for name in self.model_extra or {})
 
     def options(self) -> SpeechOptions:
         return SpeechOptions(

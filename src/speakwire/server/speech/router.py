@@ -37,6 +37,7 @@ _OPENAPI_BODY = {
                     "type": "object",
                     "properties": {
                         **{k: {"type": "string"} for k in SpeechRequest.model_fields},
+                        "input": SpeechRequest.model_json_schema()["properties"]["input"],
                         "ref_audio": {"type": "string", "format": "binary"},
                     },
                     "required": ["input"],
