@@ -9,6 +9,7 @@
     │   └── ShuttingDownError  503  the server is draining before it exits (SIGTERM)
     ├── NotReadyError          503  engine still loading
     ├── LibraryUnavailableError 503 the shared voice library (S3) cannot be reached
+    ├── InsufficientStorageError 507 the disk under the voice library is full: nothing was saved
     └── EngineError            500  the engine failed while synthesizing
 
 Protocol layers turn these into an HTTP error body, an SSE error event or a
@@ -91,6 +92,17 @@ class LibraryUnavailableError(SpeakwireError):
 
     status_code = 503
     error_type = "ServiceUnavailableError"
+
+
+class InsufficientStorageError(SpeakwireError):
+    """The disk holding the voice library is full (ENOSPC, a quota, SQLite's "database or disk is full").
+
+    Raised only after the write was undone, so the library is as it was: not the client's mistake, and worth
+    retrying once space is freed (``speakwire.voices.store``).
+    """
+
+    status_code = 507
+    error_type = "InsufficientStorageError"
 
 
 class EngineError(SpeakwireError):

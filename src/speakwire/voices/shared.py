@@ -42,9 +42,9 @@ import contextlib
 import json
 import logging
 import re
-import secrets
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -60,7 +60,7 @@ from speakwire.voices.models import PromptRecord, SavedVoice
 from speakwire.voices.names import is_valid_name, name_key
 from speakwire.voices.prompts import model_key
 from speakwire.voices.s3 import ObjectExistsError, S3Location, S3Object, S3Objects
-from speakwire.voices.store import DEFAULT_MAX_VOICES, PromptFile, VoiceStore, name_taken
+from speakwire.voices.store import DEFAULT_MAX_VOICES, PromptFile, VoiceStore, name_taken, new_voice
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,8 @@ class SharedVoiceStore:
         self._claims: dict[str, tuple[str, SavedVoice]] = {}
         """name key → (claim ETag, its voice): a listing reads only the claims that changed."""
         self._lock = threading.Lock()
-        self._name_locks: dict[str, threading.RLock] = {}
+        self._name_locks: weakref.WeakValueDictionary[str, threading.RLock] = weakref.WeakValueDictionary()
+        """name key → its lock, for as long as a thread holds or waits for it (then it goes by itself)."""
 
     @classmethod
     def connect(
@@ -252,21 +253,7 @@ class SharedVoiceStore:
             raise name_taken(fields.name)
         if len(claims) >= self.max_voices:
             raise _full(len(claims), self.max_voices)
-        now = time.time()
-        voice = SavedVoice(
-            id=secrets.token_hex(16),
-            name=fields.name,
-            consent=fields.consent,
-            created_at=now if created_at is None else created_at,
-            duration_s=audio.audio.duration_s,
-            ref_text=fields.ref_text,
-            speaker_description=fields.speaker_description,
-            language=fields.language,
-            file_size=audio.source_size,
-            mime_type=audio.mime_type,
-            audio_sha256=audio.sha256,
-            prompts=tuple(PromptRecord(p.engine, p.model, model_key(p.engine, p.model), now) for p in prompts),
-        )
+        voice = new_voice(fields, audio, prompts, created_at=created_at)
         uploaded: list[str] = []
         try:
             for object_key, data, metadata in _objects_of(voice, audio.flac, prompts):
@@ -416,14 +403,21 @@ class SharedVoiceStore:
                 logger.warning("voices: could not remove %s: %s", object_key, exc.message)
 
     def _name_lock(self, key: str) -> threading.RLock:
-        """One refresh of a name at a time (re-entrant: a refresh copies into the cache under it too)."""
+        """One refresh of a name at a time (re-entrant: a refresh copies into the cache under it too).
+
+        A lock lives while someone holds it or waits for it, so however many names clients send, a name's lock
+        is never forgotten and replaced while a refresh of it runs (which let two refreshes of one name run at
+        once); what stays remembered is only when S3 last answered for each name, and stale answers are dropped.
+        """
         with self._lock:
-            if len(self._name_locks) > _NAMES_REMEMBERED:  # clients send any names: forget the stale ones
+            if len(self._checked) > _NAMES_REMEMBERED:  # clients send any names: forget the stale answers
                 now = time.monotonic()
                 for stale in [k for k, t in list(self._checked.items()) if now - t >= self.fresh_s]:
                     self._checked.pop(stale, None)
-                    self._name_locks.pop(stale, None)
-            return self._name_locks.setdefault(key, threading.RLock())
+            lock = self._name_locks.get(key)
+            if lock is None:
+                lock = self._name_locks[key] = threading.RLock()
+            return lock
 
 
 def _claim_key(key: str) -> str:

@@ -26,6 +26,12 @@ voice or a whole one:
 Recovery runs when a store opens and no other store (another server, a CLI run)
 has the library open, which the ``.lock`` flock tells; it also drops rows whose
 audio file is missing, so the library never lists a voice it cannot speak.
+``tests/voices/test_voice_crash_kill.py`` holds a server to this: SIGKILLed at
+random points while voices are added, imported and deleted, then restarted.
+
+A full disk (ENOSPC, a quota, SQLite's ``SQLITE_FULL``) fails a write at whatever
+step it reaches; that step's own undo runs as for any error, and the failure is
+raised as ``InsufficientStorageError`` (HTTP 507) rather than as an internal error.
 
 A name is unique case-insensitively by a UNIQUE constraint, so of two uploads
 racing for one name exactly one commits and the other gets a clear 409; the
@@ -36,6 +42,7 @@ blocks: the server calls it through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import secrets
@@ -47,7 +54,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from speakwire.errors import ConflictError, NotFoundError, SpeakwireError
+from speakwire.errors import ConflictError, InsufficientStorageError, NotFoundError, SpeakwireError
 from speakwire.voices.audio import AUDIO_FILE, ReferenceAudio
 from speakwire.voices.changes import Marker, change_marker
 from speakwire.voices.fields import VoiceFields
@@ -66,6 +73,7 @@ DEFAULT_MAX_VOICES = 1000
 """vLLM-Omni's default cap too."""
 SCHEMA_VERSION = 1
 DATABASE = "library.sqlite3"
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS voices (
         id TEXT PRIMARY KEY,
@@ -249,25 +257,11 @@ class VoiceStore:
             ConflictError: The name is taken (also when another upload of it commits first), or the
                 library holds ``max_voices`` voices.
         """
-        self._ensure_created()
-        key = name_key(fields.name)
+        with self._disk_full_refused(f"saving voice '{fields.name}'"):
+            self._ensure_created()
         with self._connect() as db:
-            self._check_room(db, key, fields.name)  # early and cheap; the insert checks again atomically
-        voice = SavedVoice(
-            id=secrets.token_hex(16),
-            name=fields.name,
-            consent=fields.consent,
-            created_at=time.time() if created_at is None else created_at,
-            duration_s=audio.audio.duration_s,
-            ref_text=fields.ref_text,
-            speaker_description=fields.speaker_description,
-            language=fields.language,
-            file_size=audio.source_size,
-            mime_type=audio.mime_type,
-            audio_sha256=audio.sha256,
-            prompts=tuple(PromptRecord(p.engine, p.model, model_key(p.engine, p.model), time.time()) for p in prompts),
-        )
-        return self.insert(voice, audio.flac, prompts)
+            self._check_room(db, name_key(fields.name), fields.name)  # early and cheap; the insert checks again
+        return self.insert(new_voice(fields, audio, prompts, created_at=created_at), audio.flac, prompts)
 
     def insert(self, voice: SavedVoice, flac: bytes, prompts: Sequence[PromptFile] = ()) -> SavedVoice:
         """Save ``voice`` as it is, id and dates included (``add`` makes a new one; a cache copies one saved
@@ -275,19 +269,21 @@ class VoiceStore:
 
         Raises:
             ConflictError: The name is taken, or the library is full.
+            InsufficientStorageError: The disk is full; nothing of the voice was kept.
         """
-        self._ensure_created()
-        staging = self._stage(voice, flac, prompts)
-        try:
-            item = self._publish(staging)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        try:
-            self._commit(voice)
-        except BaseException:
-            self._discard(item)
-            raise
+        with self._disk_full_refused(f"saving voice '{voice.name}'"):
+            self._ensure_created()
+            staging = self._stage(voice, flac, prompts)
+            try:
+                item = self._publish(staging)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            try:
+                self._commit(voice)
+            except BaseException:
+                self._discard(item)
+                raise
         logger.info(
             "voices: saved '%s' (%.1f s, %s)",
             voice.name,
@@ -301,11 +297,12 @@ class VoiceStore:
 
         Raises:
             NotFoundError: No such voice.
+            InsufficientStorageError: The disk is too full even for SQLite's journal; the voice is still there.
         """
         voice = self.find(name)
         if voice is None:
             raise NotFoundError(f"Voice '{name}' not found", param="name")
-        with self._connect() as db, _write(db):
+        with self._disk_full_refused(f"deleting voice '{voice.name}'"), self._connect() as db, _write(db):
             deleted = db.execute("DELETE FROM voices WHERE id = ?", (voice.id,)).rowcount
         if not deleted:
             raise NotFoundError(f"Voice '{name}' not found", param="name")
@@ -314,9 +311,17 @@ class VoiceStore:
         return voice
 
     def save_prompt(self, voice: SavedVoice, prompt: PromptFile) -> PromptRecord | None:
-        """Keep a clone prompt computed for ``voice``; None if the voice was deleted meanwhile."""
+        """Keep a clone prompt computed for ``voice``; None if the voice was deleted meanwhile.
+
+        Raises:
+            InsufficientStorageError: The disk is full; the prompt was not kept (it is computed again later).
+        """
         if not self._joined():
             return None
+        with self._disk_full_refused(f"saving the clone prompt of voice '{voice.name}'"):
+            return self._save_prompt(voice, prompt)
+
+    def _save_prompt(self, voice: SavedVoice, prompt: PromptFile) -> PromptRecord | None:
         key = model_key(prompt.engine, prompt.model)
         item = self._item(voice.id)
         temporary = item / f".{_prompt_file(key)}.{secrets.token_hex(4)}.tmp"
@@ -326,6 +331,9 @@ class VoiceStore:
             _fsync_dir(item)
         except FileNotFoundError:
             return None  # the voice's directory went to the trash: deleted
+        except BaseException:
+            temporary.unlink(missing_ok=True)  # a full disk: no half-written prompt stays beside the voice
+            raise
         record = PromptRecord(prompt.engine, prompt.model, key, time.time())
         with self._connect() as db, _write(db):
             if db.execute("SELECT 1 FROM voices WHERE id = ?", (voice.id,)).fetchone() is None:
@@ -401,6 +409,21 @@ class VoiceStore:
                 param="name",
             )
 
+    @contextlib.contextmanager
+    def _disk_full_refused(self, what: str) -> Iterator[None]:
+        """Raise a full disk as ``InsufficientStorageError``; the step that failed has undone itself by then."""
+        try:
+            yield
+        except (OSError, sqlite3.Error) as exc:
+            if not _is_disk_full(exc):
+                raise
+            error = InsufficientStorageError(
+                f"The disk holding the voice library ({self.root}) is full: {what} failed and was undone, so the "
+                "library is as it was. Free some space on that disk, then try again."
+            )
+            logger.error("voices: %s (%s)", error.message, exc)  # the operator's to fix, not the client's
+            raise error from exc
+
     def _discard(self, item: Path) -> None:
         """Move a voice directory to the trash and remove it; recovery finishes the job after a crash."""
         trash = self.root / "trash" / f"{item.name}-{secrets.token_hex(4)}"
@@ -438,6 +461,8 @@ class VoiceStore:
                 self.root.mkdir(parents=True, exist_ok=True)
                 self._lock_and_recover()
             except OSError as exc:
+                if _is_disk_full(exc):
+                    raise  # said as a full disk by the caller
                 raise SpeakwireError(
                     f"Cannot create the voice library in {self.root}: {exc}. Point --data-dir (or "
                     "SPEAKWIRE_DATA_DIR) at a writable directory."
@@ -559,9 +584,32 @@ def _write(db: sqlite3.Connection) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:  # SQLite rolls back by itself after some errors (SQLITE_FULL): ROLLBACK would fail
+            db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+def new_voice(
+    fields: VoiceFields, audio: ReferenceAudio, prompts: Sequence[PromptFile] = (), *, created_at: float | None = None
+) -> SavedVoice:
+    """A voice about to be saved, under a fresh random id: its fields, its normalised audio, a record per prompt
+    (in ``prompts``' order), created now unless ``created_at`` (an imported voice keeps its date)."""
+    now = time.time()
+    return SavedVoice(
+        id=secrets.token_hex(16),
+        name=fields.name,
+        consent=fields.consent,
+        created_at=now if created_at is None else created_at,
+        duration_s=audio.audio.duration_s,
+        ref_text=fields.ref_text,
+        speaker_description=fields.speaker_description,
+        language=fields.language,
+        file_size=audio.source_size,
+        mime_type=audio.mime_type,
+        audio_sha256=audio.sha256,
+        prompts=tuple(PromptRecord(p.engine, p.model, model_key(p.engine, p.model), now) for p in prompts),
+    )
 
 
 def name_taken(name: str) -> ConflictError:
@@ -604,6 +652,13 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    """ENOSPC or a quota from the OS, or SQLite's ``SQLITE_FULL`` (its journal or database could not grow)."""
+    if isinstance(exc, OSError):
+        return exc.errno in _DISK_FULL
+    return isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
 
 
 def _remove(path: Path) -> None:
