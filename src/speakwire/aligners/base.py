@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+
 from speakwire.audio.chunk import Float32Array
 from speakwire.text.alignment import WordTiming
 
@@ -69,3 +71,17 @@ class Aligner(Protocol):
     def close(self) -> None:
         """Release the model; the aligner is not used afterwards."""
         ...
+
+
+def checked_input(samples: Float32Array, sample_rate: int) -> Float32Array:
+    """``samples`` as float32, after the checks every ``align`` makes first (its only misuse errors).
+
+    Raises:
+        ValueError: The samples are not mono (one dimension), or the rate is not positive.
+    """
+    samples = np.asarray(samples, dtype=np.float32)
+    if samples.ndim != 1:
+        raise ValueError(f"expected mono samples, got shape {samples.shape}")
+    if sample_rate <= 0:
+        raise ValueError(f"sample rate must be positive, got {sample_rate}")
+    return samples

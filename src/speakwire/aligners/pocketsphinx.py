@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from speakwire.aligners.base import checked_input
 from speakwire.aligners.letter_to_sound import letter_to_sound
 from speakwire.audio.chunk import Float32Array
 from speakwire.audio.resample import StreamResampler
@@ -103,11 +104,7 @@ class PocketSphinxAligner:
 
     def align(self, samples: Float32Array, sample_rate: int, text: str) -> list[WordTiming]:
         """Time the words of ``text`` in ``samples``; empty when the audio cannot be aligned (see ``base``)."""
-        samples = np.asarray(samples, dtype=np.float32)
-        if samples.ndim != 1:
-            raise ValueError(f"expected mono samples, got shape {samples.shape}")
-        if sample_rate <= 0:
-            raise ValueError(f"sample rate must be positive, got {sample_rate}")
+        samples = checked_input(samples, sample_rate)
         normalized = normalize_english(text)
         words = dictionary_words(normalized)
         if not words or len(samples) < _MIN_SECONDS * sample_rate:

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from speakwire.aligners.base import AlignerOptions
+from speakwire.aligners.base import AlignerOptions, checked_input
 from speakwire.audio.chunk import Float32Array
 from speakwire.audio.resample import StreamResampler
 from speakwire.errors import MissingExtraError
@@ -110,11 +110,7 @@ class Qwen3Aligner:
 
     def align(self, samples: Float32Array, sample_rate: int, text: str) -> list[WordTiming]:
         """Time the words of ``text`` in ``samples``; empty when the audio cannot be aligned (see ``base``)."""
-        samples = np.asarray(samples, dtype=np.float32)
-        if samples.ndim != 1:
-            raise ValueError(f"expected mono samples, got shape {samples.shape}")
-        if sample_rate <= 0:
-            raise ValueError(f"sample rate must be positive, got {sample_rate}")
+        samples = checked_input(samples, sample_rate)
         duration_s = len(samples) / sample_rate
         if not word_spans(text) or duration_s < _MIN_SECONDS:
             return []
