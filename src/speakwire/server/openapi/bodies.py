@@ -120,17 +120,18 @@ def cartesia_body(*, sse: bool) -> dict[str, Any]:
                     "output_format": _cartesia_output(("raw",) if sse else ("raw", "wav", "mp3")),
                     "language": {"type": "string"},
                     "speed": speed,
-                    "generation_config": {
-                        "type": "object",
-                        "properties": {
-                            "speed": speed,
-                            "volume": {
-                                "type": "number",
-                                "minimum": cartesia.MIN_VOLUME,
-                                "maximum": cartesia.MAX_VOLUME,
-                            },
-                        },
-                    },
+                    "generation_config": _null_is_absent(
+                        _object(
+                            {
+                                "speed": speed,
+                                "volume": {
+                                    "type": "number",
+                                    "minimum": cartesia.MIN_VOLUME,
+                                    "maximum": cartesia.MAX_VOLUME,
+                                },
+                            }
+                        )
+                    ),
                     "add_timestamps": {"type": "boolean"},
                     "context_id": {"type": "string"},
                     "max_buffer_delay_ms": {"type": "integer", "minimum": 0, "maximum": cartesia.MAX_BUFFER_DELAY_MS},
@@ -186,7 +187,7 @@ MAGPIE_BODY = json_body(
 VOICE_IMPORT_BODY = json_body(
     _object(
         {
-            "file": {"type": "string", "description": "The .swv file as a data URI or base64."},
+            "file": {"type": "string", "minLength": 1, "description": "The .swv file as a data URI or base64."},
             "name": {"type": "string", "description": "Save it under this name instead of its own."},
         },
         "file",
