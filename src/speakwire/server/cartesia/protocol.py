@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from speakwire.errors import BadRequestError, PayloadTooLargeError, SpeakwireError, TooBusyError
+from speakwire.server.json_message import parse_json
 from speakwire.server.limits import MAX_SESSION_CHARS, MAX_TEXT_MESSAGE_BYTES
 from speakwire.server.options import SpeechOptions
 from speakwire.text.alignment import WordTiming
@@ -141,7 +142,7 @@ class HttpRequest:
 def parse_message(text: str) -> Generate | Cancel:
     """One WebSocket text message; raises ``MessageError`` saying what is wrong."""
     try:
-        message = json.loads(text)
+        message = parse_json(text)
     except json.JSONDecodeError as exc:
         raise MessageError(f"Invalid JSON: {exc.msg} at position {exc.pos}.") from exc
     if not isinstance(message, dict):

@@ -59,6 +59,7 @@ from typing import Any, Literal
 
 from speakwire.encoders.wav import UNKNOWN_SIZE
 from speakwire.errors import SpeakwireError
+from speakwire.server.json_message import parse_json
 from speakwire.server.limits import CLOSE_TOO_BIG, MAX_TEXT_MESSAGE_BYTES
 
 MAX_SPEAK_CHARS = 2000
@@ -321,7 +322,7 @@ def parse_client_message(message: str | bytes) -> Command | ProtocolWarning:
     if isinstance(message, bytes):
         return ProtocolWarning("BINARY_NOT_SUPPORTED", "Binary frames are not accepted; send JSON text messages.")
     try:
-        event = json.loads(message)
+        event = parse_json(message)
     except json.JSONDecodeError as exc:
         return ProtocolWarning("INVALID_JSON", f"Could not parse the message as JSON: {exc.msg} at position {exc.pos}.")
     kind = event.get("type") if isinstance(event, dict) else None

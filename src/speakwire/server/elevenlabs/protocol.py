@@ -54,6 +54,7 @@ from speakwire.errors import (
     TooBusyError,
 )
 from speakwire.output import Framing, OutputSpec
+from speakwire.server.json_message import parse_json
 from speakwire.server.limits import CLOSE_POLICY
 from speakwire.server.options import MAX_SPEED, MIN_SPEED, SpeechOptions
 
@@ -324,7 +325,7 @@ class StreamInputProtocol:
         if isinstance(raw, bytes):
             raise InputError(_UNPARSABLE)
         try:
-            message = json.loads(raw)
+            message = parse_json(raw)
         except json.JSONDecodeError:
             raise InputError(_UNPARSABLE) from None
         if not isinstance(message, dict):

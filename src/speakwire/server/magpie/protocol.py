@@ -56,6 +56,7 @@ from typing import Any, Literal
 
 from speakwire.errors import BadRequestError, PayloadTooLargeError, SpeakwireError
 from speakwire.languages import language_name
+from speakwire.server.json_message import parse_json
 from speakwire.server.limits import (
     CLOSE_TOO_BIG,
     MAX_CONFIG_BYTES,
@@ -273,7 +274,7 @@ def is_realtime_event(message: str | bytes | None) -> bool:
     if not isinstance(message, str) or not any(f'"{kind}"' in message for kind in CLIENT_EVENT_TYPES):
         return False  # the cheap test first: a session.config may carry megabytes of reference audio
     try:
-        event = json.loads(message)
+        event = parse_json(message)
     except json.JSONDecodeError:
         return False
     return isinstance(event, dict) and event.get("type") in CLIENT_EVENT_TYPES
@@ -361,7 +362,7 @@ class RealtimeConnection:
         if size > MAX_CONFIG_BYTES:
             return [_too_big(MAX_CONFIG_BYTES)]
         try:
-            parsed = json.loads(message)
+            parsed = parse_json(message)
         except json.JSONDecodeError as exc:
             error = MagpieError(f"Invalid JSON: {exc.msg} at position {exc.pos}.", code="invalid_json")
             return [Reply(error_event(error))]

@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 from speakwire.errors import BadRequestError, SpeakwireError
 from speakwire.server.auth import key_matches
+from speakwire.server.json_message import parse_json
 from speakwire.server.limits import (
     CLOSE_GOING_AWAY,
     CLOSE_INTERNAL,
@@ -483,7 +484,7 @@ class StreamProtocol:
                          "or session.config api_key); send voice.add after it.", CLOSE_POLICY,
                          code="unauthorized")  # fmt: skip
         try:
-            event = json.loads(message)
+            event = parse_json(message)
         except json.JSONDecodeError as exc:
             if size > MAX_CONFIG_BYTES:
                 return fatal(f"Message exceeds {MAX_CONFIG_BYTES} bytes.", CLOSE_TOO_BIG, code="too_large")

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from speakwire.engines.base import EngineInfo
+from speakwire.server.json_message import parse_json
 
 PROTOCOL_VERSION = "1.10.2"
 """The version of the official ``wyoming`` package whose events this module speaks."""
@@ -170,7 +171,7 @@ def _length(header: dict[str, Any], key: str, limit: int) -> int:
 
 def _parse_json_object(raw: bytes, what: str) -> dict[str, Any]:
     try:
-        value = json.loads(raw)
+        value = parse_json(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise FrameError(f"Event {what} is not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
