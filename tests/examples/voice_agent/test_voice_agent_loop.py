@@ -112,8 +112,10 @@ async def test_speaking_over_the_reply_stops_it_and_the_new_question_is_answered
         speak, stack.speakwire.url, "The moon goes around the earth about once a month.", 24000
     )
     assert len(first_reply) < len(full_reply)  # its audio stopped before the end
-    played_after = [at for at, _ in transport.played.frames if interruption.at < at < second_final.at]
-    assert len(played_after) <= 1  # at most the frame in the speaker when it was interrupted
+    # What the speaker still played once pipecat had interrupted: the frames already on their way to it, less
+    # than the 200 ms of audio issue 32 allows (counted in audio, not wall time).
+    after = transport.played.audio_between(interruption.at, second_final.at)
+    assert len(after) / 2 / transport.played.sample_rate < 0.2
     assert "weather" in second_final.text.lower().split()
     said = [str(m["content"]) for m in agent.context.get_messages() if m.get("role") == "assistant"]
     assert said[-1] == "It is sunny and warm today, with a light breeze."
