@@ -24,6 +24,7 @@ from speakwire.server.audio_response import audio_bytes, streamed_response
 from speakwire.server.cartesia import protocol as p
 from speakwire.server.cartesia.session import PROTOCOL, CartesiaSession
 from speakwire.server.flow import write_stall
+from speakwire.server.json_message import parse_json
 from speakwire.server.options import resolve_speech
 from speakwire.server.request_ids import scope_request_id
 from speakwire.server.speech.input_check import InputErrors, check_input
@@ -89,7 +90,7 @@ async def _speak(request: Request, *, sse: bool) -> Response:
 async def _json_body(request: Request) -> object:
     raw = await request.body()
     try:
-        return json.loads(raw)
+        return parse_json(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadRequestError(f"Request body is not valid JSON: {exc}") from exc
 

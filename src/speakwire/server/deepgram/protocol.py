@@ -267,7 +267,7 @@ def parse_rest_body(body: bytes, content_type: str) -> str:
     if content_type.split(";")[0].strip().lower() == "text/plain":
         return decoded
     try:
-        payload = json.loads(decoded)
+        payload = parse_json(decoded)
     except json.JSONDecodeError as exc:
         raise DeepgramError(400, "BAD_REQUEST", f"Request body is not valid JSON: {exc.msg}.") from None
     text = payload.get("text") if isinstance(payload, dict) else None

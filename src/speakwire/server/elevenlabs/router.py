@@ -34,6 +34,7 @@ from speakwire.server.elevenlabs import protocol as p
 from speakwire.server.elevenlabs.alignment import CharacterAligner, CharTiming, http_alignment
 from speakwire.server.elevenlabs.session import PROTOCOL, ElevenLabsSession
 from speakwire.server.flow import file_response, write_stall
+from speakwire.server.json_message import parse_json
 from speakwire.server.options import resolve_speech
 from speakwire.server.request_ids import current_request_id
 from speakwire.server.speech.input_check import InputErrors, check_input
@@ -132,7 +133,7 @@ def _error(exc: SpeakwireError, voice_id: str) -> _Reply:
 async def _body(request: Request) -> p.TextToSpeechBody:
     raw = await request.body()
     try:
-        fields = json.loads(raw)
+        fields = parse_json(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         body = p.validation_error_body(["body"], f"JSON decode error: {exc}", "json_invalid")
         raise _Reply(JSONResponse(body, status_code=422)) from None

@@ -245,7 +245,7 @@ def is_http_body(fields: Any) -> bool:
 def parse_http_body(body: bytes) -> HttpRequest:
     """The wrapper's JSON body; raises ``MagpieError`` (400) saying what is wrong."""
     try:
-        fields = json.loads(body)
+        fields = parse_json(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise MagpieError("invalid JSON body", code="invalid_json") from None
     if not isinstance(fields, dict):

@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from speakwire.server.json_message import parse_json
 from speakwire.server.magpie.protocol import INVOCATIONS_PATH as MAGPIE_PATH
 from speakwire.server.magpie.protocol import is_http_body
 
@@ -100,7 +101,7 @@ def _magpie_body(body: bytes) -> bool:
     if b'"text"' not in body:  # most bodies are OpenAI's: no second parse of their JSON
         return False
     try:
-        return is_http_body(json.loads(body))
+        return is_http_body(parse_json(body))
     except (json.JSONDecodeError, UnicodeDecodeError):
         return False
 

@@ -17,6 +17,7 @@ from starlette.datastructures import UploadFile
 from starlette.responses import Response
 
 from speakwire.errors import BadRequestError, PayloadTooLargeError
+from speakwire.server.json_message import parse_json
 from speakwire.server.speech.handler import create_speech
 from speakwire.server.speech.protocol import SpeechRequest
 
@@ -83,7 +84,7 @@ async def speech(request: Request) -> Response:
     else:
         raw = await request.body()
         try:
-            fields = json.loads(raw)
+            fields = parse_json(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise BadRequestError(f"Request body is not valid JSON: {exc}") from exc
         if not isinstance(fields, dict):

@@ -32,6 +32,7 @@ from starlette.types import Message
 
 from speakwire.audio.decode import parse_audio_reference
 from speakwire.errors import BadRequestError, PayloadTooLargeError, SpeakwireError
+from speakwire.server.json_message import parse_json
 from speakwire.voices.archive import MAX_ARCHIVE_BYTES
 from speakwire.voices.audio import MAX_AUDIO_BYTES
 from speakwire.voices.fields import VoiceFields, voice_fields
@@ -121,7 +122,7 @@ async def _fields(request: Request, *, limit: int, accepted: tuple[str, ...]) ->
     if not body.strip():
         return {}
     try:
-        parsed = json.loads(body)
+        parsed = parse_json(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadRequestError(
             f"Request body is neither multipart/form-data nor valid JSON: {exc}. Send the fields "
