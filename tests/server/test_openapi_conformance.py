@@ -75,6 +75,8 @@ def schemathesis_command(url: str, *, max_examples: int = MAX_EXAMPLES) -> list[
         "--generation-deterministic",
         "--workers",
         "1",
+        "--request-timeout",  # schemathesis' default is 10 s; a synthesis on a loaded CI machine may take longer
+        "60",
         "--no-color",
     ]
 

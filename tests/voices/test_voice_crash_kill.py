@@ -48,6 +48,8 @@ from voice_testing import wav_clip
 from speakwire.voices.audio import normalise_reference
 from support.live_server import free_port
 
+pytestmark = pytest.mark.timeout(900)  # five server starts (two of them Qwen3) on a slow CI machine
+
 ROUNDS = 4
 CLIENTS = 3
 KILL_WITHIN_S = 1.5
@@ -103,13 +105,19 @@ class ServerProcess:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "speakwire", *args], stdout=out, stderr=subprocess.STDOUT, env=env
             )
-        deadline = time.monotonic() + 180
+        try:
+            self._wait_ready(deadline=time.monotonic() + 180)
+        except BaseException:
+            self.stop()  # a server that failed to start is not left running
+            raise
+
+    def _wait_ready(self, *, deadline: float) -> None:
         while True:
-            assert self.process.poll() is None, f"the server exited at start:\n{log.read_text()}"
+            assert self.process.poll() is None, f"the server exited at start:\n{self.log.read_text()}"
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{self.url}/ready", timeout=2).status_code == 200:
                     return
-            assert time.monotonic() < deadline, f"the server did not become ready:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"the server did not become ready:\n{self.log.read_text()}"
             time.sleep(0.1)
 
     def kill(self) -> None:

@@ -90,13 +90,15 @@ async def test_speaking_over_the_reply_stops_it_and_the_new_question_is_answered
     agent = voice_agent.build_agent(transport, args, stack)
     running = await voice_agent.start(agent)
     try:
+        # Both questions are spoken before the conversation starts: synthesizing the second while the reply
+        # plays would take the server's time from the reply on a slow machine, and could outlast it.
+        first_question = await asyncio.to_thread(speak, stack.speakwire.url, LONG_ANSWER_QUESTION)
+        second_question = await asyncio.to_thread(speak, stack.speakwire.url, SECOND)
         await asyncio.sleep(1.0)
-        first_end = await transport.microphone.say(
-            await asyncio.to_thread(speak, stack.speakwire.url, LONG_ANSWER_QUESTION)
-        )
+        first_end = await transport.microphone.say(first_question)
         first_started = await agent.timeline.wait_for("bot_started", first_end, 60)
         await asyncio.sleep(0.8)  # the first reply is playing
-        interrupted_at = await transport.microphone.say(await asyncio.to_thread(speak, stack.speakwire.url, SECOND))
+        interrupted_at = await transport.microphone.say(second_question)
         second_final = await agent.timeline.wait_for("stt_final", interrupted_at, 60)
         second_started = await agent.timeline.wait_for("bot_started", second_final.at, 60)
         await agent.timeline.wait_for("bot_stopped", second_started.at, 60)

@@ -115,6 +115,7 @@ _WHY = {
     429: "At capacity: retry after the Retry-After header's seconds.",
     500: "Synthesis failed.",
     503: "Not ready yet, shutting down (retry another instance), or the shared voice library is unreachable.",
+    507: "The disk is full: the voice library is left as it was.",
 }
 
 
@@ -123,7 +124,7 @@ def _statuses(body: type[BaseModel], *statuses: int) -> Dialect:
 
 
 OPENAI = _statuses(OpenAIError, 400, 401, 404, 409, 413, 429, 500, 503)
-VOICE_LIBRARY: Dialect = {**_statuses(VoiceLibraryError, 400, 404, 409, 413, 500, 503), 401: OpenAIError}
+VOICE_LIBRARY: Dialect = {**_statuses(VoiceLibraryError, 400, 404, 409, 413, 500, 503, 507), 401: OpenAIError}
 """The voice routes answer in vLLM-Omni's shape, except the key middleware's 401 (OpenAI's, as on ``/v1``)."""
 ELEVENLABS: Dialect = {**_statuses(ElevenLabsError, 400, 401, 404, 429, 500, 503), 413: OpenAIError,
               422: ElevenLabsValidationError}  # fmt: skip

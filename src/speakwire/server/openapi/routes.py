@@ -107,9 +107,9 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
     ),
     # The voice library (server/voices): vLLM-Omni's shapes; listing fails only in OpenAI's (the global handler).
     ("GET", "/v1/audio/voices"): RouteDoc(errors(OPENAI, 401, 503)),
-    ("POST", "/v1/audio/voices"): RouteDoc({**_VOICE, **errors(VOICE_LIBRARY, 400, 401, 404, 409, 413, 503)}),
+    ("POST", "/v1/audio/voices"): RouteDoc({**_VOICE, **errors(VOICE_LIBRARY, 400, 401, 404, 409, 413, 503, 507)}),
     ("POST", "/v1/audio/voices/import"): RouteDoc(
-        {**_VOICE, **errors(VOICE_LIBRARY, 400, 401, 409, 413, 503)}, bodies.VOICE_IMPORT_BODY
+        {**_VOICE, **errors(VOICE_LIBRARY, 400, 401, 409, 413, 503, 507)}, bodies.VOICE_IMPORT_BODY
     ),
     ("GET", "/v1/audio/voices/{name}"): RouteDoc({**_VOICE, **errors(VOICE_LIBRARY, 400, 401, 404, 503)}),
     ("GET", "/v1/audio/voices/{name}/export"): RouteDoc(
@@ -118,8 +118,8 @@ ROUTES: dict[tuple[str, str], RouteDoc] = {
             **errors(VOICE_LIBRARY, 400, 401, 404, 503),
         }
     ),
-    ("DELETE", "/v1/audio/voices/{name}"): RouteDoc({**_VOICE, **errors(VOICE_LIBRARY, 400, 401, 404, 503)}),
-    ("POST", "/v1/audio/voices/{name}/delete"): RouteDoc({**_VOICE, **errors(VOICE_LIBRARY, 400, 401, 404, 503)}),
+    ("DELETE", "/v1/audio/voices/{name}"): RouteDoc({**_VOICE, **errors(VOICE_LIBRARY, 400, 401, 404, 503, 507)}),
+    ("POST", "/v1/audio/voices/{name}/delete"): RouteDoc({**_VOICE, **errors(VOICE_LIBRARY, 400, 401, 404, 503, 507)}),
     # ElevenLabs (server/elevenlabs/router.py).
     ("POST", "/v1/text-to-speech/{voice_id}"): RouteDoc(
         {**audio("The whole file in output_format."), **errors(ELEVENLABS)}, _ELEVENLABS_REQUEST, _ELEVENLABS_EXAMPLES
