@@ -48,11 +48,14 @@ class WorkUsage:
     """Seconds during which at least one thread ran a job (idle time is not in it)."""
     late_starts: int = 0
     """Jobs that started ``LATE_START_S`` or more after their deadline."""
+    audio_s: float = 0.0
+    """Audio the jobs made, counted per engine chunk as it comes (``count_audio``): a segment cancelled
+    half-way counts what it made, as its busy time does."""
 
     def since(self, earlier: WorkUsage) -> WorkUsage:
         return WorkUsage(
             self.busy_thread_s - earlier.busy_thread_s, self.busy_s - earlier.busy_s,
-            self.late_starts - earlier.late_starts,
+            self.late_starts - earlier.late_starts, self.audio_s - earlier.audio_s,
         )  # fmt: skip
 
 
@@ -96,6 +99,7 @@ class Scheduler:
         self._busy_thread_s = 0.0
         self._busy_s = 0.0
         self._late_starts = 0
+        self._audio_s = 0.0
         self._counted_at = time.monotonic()
         """Until when ``_busy_thread_s`` and ``_busy_s`` are counted (``_count_busy``, under the lock)."""
         self.queue_wait_observer: Callable[[float], None] | None = None
@@ -147,7 +151,17 @@ class Scheduler:
         """What the workers have done so far (read by the live capacity estimate, ``server.live_capacity``)."""
         with self._cond:
             self._count_busy(time.monotonic())
-            return WorkUsage(self._busy_thread_s, self._busy_s, self._late_starts)
+            return WorkUsage(self._busy_thread_s, self._busy_s, self._late_starts, self._audio_s)
+
+    def count_audio(self, seconds: float) -> None:
+        """A job made ``seconds`` of audio (called per engine chunk, from the worker, before any cancel check).
+
+        Counted here, beside the busy time and under the same lock, so a window of ``usage`` holds the audio
+        of exactly the work whose time it holds. Counted at the end of a segment instead, a barge-in's or a
+        cancel's audio was left out while its compute stayed in, and the live capacity read low (issue 31).
+        """
+        with self._cond:
+            self._audio_s += seconds
 
     def _count_busy(self, now: float) -> None:
         """Add the time since the last count at the present number of busy threads; call under the lock,

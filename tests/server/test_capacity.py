@@ -13,7 +13,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from speakwire.engines.piper import PiperEngine
+from speakwire.scheduler import WorkUsage
 from speakwire.server import capacity as cap
+from speakwire.server.live_capacity import WorkWindow
 from speakwire.settings import Settings
 from support.live_server import LiveServer, start_server
 
@@ -202,3 +204,55 @@ async def test_past_the_limit_streams_are_refused_with_retry_after_and_admitted_
     # Underruns are counted where a listener would hear them (not asserted as zero: that is a matter of
     # timing, and this machine is shared; `speakwire bench open-loop` measures stalls near capacity).
     assert re.search(r'^speakwire_underruns_total\{engine="piper",protocol="websocket"\} \d', body, re.MULTILINE)
+
+
+async def test_past_the_live_limit_new_streams_are_refused_early_and_the_admitted_one_plays_through(
+    piper_engine: PiperEngine,
+) -> None:
+    """Beyond what the live estimate says the machine sustains, the server refuses at the door (429 / 1013 with
+    Retry-After) instead of admitting a stream that would make the running ones stall."""
+    live = start_server(Settings(), engine=piper_engine, measured_capacity=True)
+    holder: ClientConnection | None = None
+    try:
+        capacity = live.state.capacity
+        assert capacity is not None and capacity.admission == "live"
+        # The machine has slowed down to one real-time stream with every worker busy (another tenant took the
+        # cores), and the estimate has followed: the samples its real work would give, fed while the server is
+        # idle (nothing else touches the estimate then). From there its own work raises it by bounded steps,
+        # too few in this test to admit a second stream.
+        workers = capacity.workers
+        slow = WorkWindow(4.0, WorkUsage(busy_thread_s=workers * 4.0, busy_s=4.0))
+        for _ in range(200):
+            capacity.observe(slow)
+        assert capacity.streams == 1
+
+        holder = await _open_stream(live, HOLD)
+        while not isinstance(first := await asyncio.wait_for(holder.recv(), 30), bytes):
+            pass
+        async with httpx.AsyncClient() as http:
+            ready = (await http.get(f"{live.url}/ready")).json()
+            refused = await http.post(f"{live.url}/v1/audio/speech", json={"input": "Is there room?"})
+        assert (ready["capacity"]["source"], ready["capacity"]["streams"]) == ("measured-live", 1)
+        assert ready["load"]["active_streams"] == 1 and ready["load"]["load_ratio"] == 1.0
+        assert refused.status_code == 429
+        assert int(refused.headers["retry-after"]) >= 1
+        assert "(1 concurrent streams)" in refused.text  # the live limit, not the late-queue rule
+
+        late = await _open_stream(live, "Is there room?")
+        error = json.loads(await asyncio.wait_for(late.recv(), 10))
+        assert (error["type"], error["code"]) == ("error", "busy")
+        assert error["retry_after_s"] >= 1
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(late.recv(), 10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1013
+
+        kinds, audio_bytes = await _until_done(holder)
+        assert "error" not in kinds and len(first) + audio_bytes > 0  # the admitted stream played to its end
+        async with httpx.AsyncClient() as http:
+            body = (await http.get(f"{live.url}/metrics")).text
+        assert 'speakwire_rejections_total{engine="piper",protocol="websocket"} 1.0' in body
+        assert 'speakwire_rejections_total{engine="piper",protocol="http"} 1.0' in body
+    finally:
+        if holder is not None:
+            await holder.close()
+        live.stop()

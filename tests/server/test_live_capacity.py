@@ -140,6 +140,18 @@ def test_only_work_with_half_the_workers_busy_or_more_undoes_a_correction() -> N
     assert four.correction == live.HURT_FACTOR
 
 
+def test_a_hurt_sample_from_a_half_idle_server_neither_lowers_nor_raises_the_limit() -> None:
+    """Underruns and late starts with one worker of four busy are not for want of workers (a client that paused,
+    a reader that parked its stream, a blip of the VM): only a loaded server's hurt says the limit is too high."""
+    four = LiveCapacity(cap.derive(operator_limit=None, engine_limit=None, workers=4, measured=(13.0, 1.0)))
+    quiet_but_hurt = WorkWindow(4.0, WorkUsage(busy_thread_s=1.0, busy_s=1.0, late_starts=3), underruns=2)
+    assert four.observe(quiet_but_hurt)
+    assert (four.correction, four.hurt_samples, four.samples) == (1.0, 0, 1)
+    half = WorkWindow(4.0, WorkUsage(busy_thread_s=2.0, busy_s=1.0, late_starts=1))  # two of four: loaded
+    four.observe(half)
+    assert (four.correction, four.hurt_samples) == (live.HURT_FACTOR, 1)
+
+
 def test_an_operator_limit_still_wins_and_fixed_admission_keeps_the_warm_up_limit() -> None:
     operator = LiveCapacity(cap.derive(operator_limit=3, engine_limit=None, workers=WORKERS, measured=(6.5, 1.0)))
     fixed = LiveCapacity(_warm_up(6.5), admission="fixed")
@@ -158,6 +170,22 @@ def test_without_a_warm_up_the_first_sample_sets_the_figure() -> None:
     estimate.observe(_saturated(11.0))
     assert (estimate.real_time_streams, estimate.source) == (11.0, "measured-live")
     assert estimate.streams == int(11.0 * cap.ADMISSION_SHARE)
+
+
+def test_without_a_warm_up_a_far_extrapolated_sample_is_not_the_first_figure_and_later_ones_are_bounded() -> None:
+    """One worker of four busy would be extrapolated fourfold: not enough to set a figure nothing bounds."""
+    four = cap.derive(operator_limit=None, engine_limit=None, workers=4, measured=None)
+    estimate = LiveCapacity(four)
+    one_of_four = WorkWindow(10.0, WorkUsage(busy_thread_s=1.0, busy_s=1.0))  # 10 audio s/s on one worker: "40"
+    assert not estimate.observe(one_of_four)  # set aside, not held: the next sample is not mixed with it
+    assert (estimate.real_time_streams, estimate.samples, estimate.streams) == (None, 0, cap.DEFAULT_STREAMS)
+    assert estimate.source == "default"
+    loaded = WorkWindow(11.0, WorkUsage(busy_thread_s=4.0, busy_s=1.0))  # every worker busy: 11
+    assert estimate.observe(loaded)
+    assert (estimate.real_time_streams, estimate.samples, estimate.source) == (11.0, 1, "measured-live")
+    estimate.observe(WorkWindow(1000.0, WorkUsage(busy_thread_s=4.0, busy_s=1.0)))  # an outlier
+    assert estimate.real_time_streams is not None
+    assert 11.0 < estimate.real_time_streams <= 11.0 * live.MAX_STEP
 
 
 def test_bad_input_is_refused_with_a_clear_error() -> None:

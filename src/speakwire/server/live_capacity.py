@@ -18,11 +18,25 @@ the engine would have with every worker busy, in real-time streams:
 which is the measured throughput itself when every worker was busy, and a linear extrapolation from fewer
 busy workers (one engine call uses one core here, so it scales while there are cores). A half-busy sample
 counts half as much (``SAMPLE_WEIGHT`` x the share of workers busy) and one sample moves the estimate by at
-most ``MAX_STEP`` either way, so a noisy window or an outlier nudges it instead of setting it.
+most ``MAX_STEP`` either way, so a noisy window or an outlier nudges it instead of setting it. The audio is
+counted per engine chunk as the workers make it (``Scheduler.count_audio``), beside their busy time: audio
+that a barge-in or a cancel throws away cost the same compute as audio that was heard.
 
-What listeners hear corrects the limit, not the measurement: a sample with an underrun or a late start
-multiplies ``correction`` by ``HURT_FACTOR`` (down to ``MIN_CORRECTION``), and each clean sample taken while
-at least half the workers were busy adds ``RECOVERY_STEP`` back, up to 1. The limit is
+Without a warm-up figure (``--no-warmup``) there is nothing to bound the first sample by: a made-up start
+would be wrong by the factor it claims to bound (the default limit of 64 implies ~71 real-time streams, a
+2-core VM does ~12). So the first sample sets the figure, as the warm-up's one measurement would, but only a
+sample taken with at least half the workers busy (``LOADED_SHARE``: extrapolated at most twofold); samples
+from a quieter server are set aside until then, and the default limit holds meanwhile. Every later sample
+is bounded by ``MAX_STEP``.
+
+What listeners hear corrects the limit, not the measurement, and only what they hear while the server is
+loaded: a sample taken with at least half the workers busy (``LOADED_SHARE``) that has an underrun or a late
+start multiplies ``correction`` by ``HURT_FACTOR`` (down to ``MIN_CORRECTION``), and a clean one adds
+``RECOVERY_STEP`` back, up to 1. A sample from a half-idle server changes neither: its hurt is not for want
+of workers (a client that paused its text, a blip of the VM), and the limit is about a full server. A
+reader that parks its stream (flow control) is not hurt either: its work is submitted anew when the reader
+comes back (``SegmentDriver._continue_segment``), so neither its wait nor the playback that ran out
+meanwhile counts. The limit is
 
     streams = floor(estimate x ADMISSION_SHARE x correction), within 1 .. MAX_STREAMS
 
@@ -55,6 +69,9 @@ RECOVERY_STEP = 0.05
 """A clean sample taken with at least half the workers busy adds this back to the correction."""
 MIN_CORRECTION = 0.5
 """The correction never takes the limit below this share of what the measurement allows."""
+LOADED_SHARE = 0.5
+"""Share of the workers busy (on average while any was) from which a sample says something about the limit:
+it may lower the correction (hurt) or raise it back (clean), and, with no figure yet, set the first figure."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +79,7 @@ class WorkWindow:
     """What the server did between two reads."""
 
     audio_s: float
-    """Audio the utterances made."""
+    """Audio the workers made (``WorkUsage.audio_s``: per engine chunk, so cancelled audio counts too)."""
     usage: WorkUsage
     """The engine threads' busy time and late starts (``Scheduler.usage``, the difference of two)."""
     underruns: int = 0
@@ -70,7 +87,9 @@ class WorkWindow:
 
     def __add__(self, other: WorkWindow) -> WorkWindow:
         a, b = self.usage, other.usage
-        usage = WorkUsage(a.busy_thread_s + b.busy_thread_s, a.busy_s + b.busy_s, a.late_starts + b.late_starts)
+        usage = WorkUsage(
+            a.busy_thread_s + b.busy_thread_s, a.busy_s + b.busy_s, a.late_starts + b.late_starts, a.audio_s + b.audio_s
+        )
         return WorkWindow(self.audio_s + other.audio_s, usage, self.underruns + other.underruns)
 
     @property
@@ -125,15 +144,18 @@ class LiveCapacity:
         if pending.audio_s < self.min_sample_audio_s or pending.usage.busy_s <= 0:
             return False  # too little to tell yet (short utterances, or idle): hold
         self._pending = EMPTY_WINDOW
-        self._fold(pending)
-        return True
+        return self._fold(pending)
 
-    def _fold(self, sample: WorkWindow) -> None:
+    def _fold(self, sample: WorkWindow) -> bool:
+        """Fold a sample in; False when it was set aside (a first figure from a half-idle server)."""
         usage = sample.usage
         busy_share = min(1.0, usage.busy_thread_s / usage.busy_s / self.workers)
         value = sample.audio_s / usage.busy_s / max(busy_share, 1e-9)
         current = self.real_time_streams
+        loaded = busy_share >= LOADED_SHARE
         if current is None:
+            if not loaded:
+                return False  # no figure yet, and this one is extrapolated more than twofold: not the first
             estimate = value
         else:
             value = min(max(value, current / MAX_STEP), current * MAX_STEP)
@@ -143,11 +165,14 @@ class LiveCapacity:
         self.samples += 1
         self.audio_s += sample.audio_s
         self.busy_s += usage.busy_s
+        if not loaded:
+            return True  # hurt or not, a half-idle server says nothing about its limit (a slow reader, a blip)
         if sample.hurt:
             self.hurt_samples += 1
             self.correction = max(MIN_CORRECTION, self.correction * HURT_FACTOR)
-        elif busy_share >= 0.5:
+        else:
             self.correction = min(1.0, self.correction + RECOVERY_STEP)
+        return True
 
     # ----- what admission and the probes read ---------------------------------------------
 

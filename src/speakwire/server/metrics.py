@@ -70,10 +70,10 @@ class SpeechMetrics:
         )
         self.requests = Counter("speakwire_requests_total", "Speech requests by outcome.",
                                 (*labels, "status"), registry=r)  # fmt: skip
-        self.audio_s_made = 0.0
         self.underruns_heard = 0
-        """Totals over every protocol of the audio made and the underruns, for the live capacity estimate
-        (``ServerState.refresh_capacity`` reads them on the loop, where the observers write them)."""
+        """Underruns over every protocol, for the live capacity estimate (``ServerState.refresh_capacity``
+        reads them on the loop, where the observers write them; the audio made it reads from the scheduler,
+        counted per engine chunk)."""
 
     def watch_engine(self, engine: object) -> None:
         """Export a batched engine's own counters (``engine_metrics()``: slots, steps, batch, code2wav)."""
@@ -116,7 +116,6 @@ class SpeechMetrics:
         underruns = self.underruns.labels(**labels)
 
         def on_segment(wall_s: float, audio_s: float) -> None:
-            self.audio_s_made += audio_s
             self.segments.labels(**labels).inc()
             self.audio_seconds.labels(**labels).inc(audio_s)
             if audio_s > 0:

@@ -76,8 +76,9 @@ class ServerState:
     http_in_flight: int = 0
     """HTTP requests whose response has not sent its last part (``drain.InFlightMiddleware``): a drain waits
     for them as for the utterances in flight, so a whole file synthesized before the signal is sent whole."""
-    _counted: tuple[float, int, WorkUsage] | None = field(default=None, init=False, repr=False, compare=False)
-    """Audio made, underruns and the workers' usage when ``refresh_capacity`` last read them (None: never)."""
+    _counted: tuple[int, WorkUsage] | None = field(default=None, init=False, repr=False, compare=False)
+    """Underruns and the workers' usage (their audio made included) when ``refresh_capacity`` last read them
+    (None: never)."""
     _voice_aliases: tuple[EngineInfo, Mapping[str, str]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -135,7 +136,7 @@ class ServerState:
             )  # fmt: skip
             self.capacity = LiveCapacity(start, admission=self.settings.admission)
             if cap.can_measure(engine):
-                self._counted = (self.metrics.audio_s_made, self.metrics.underruns_heard, scheduler.usage())
+                self._counted = (self.metrics.underruns_heard, scheduler.usage())
             self.pipeline.max_streams = max_streams = self.capacity.streams
             self.metrics.watch_capacity(self.capacity, self.pipeline)
             for hook in self.ready_hooks:
@@ -258,11 +259,11 @@ class ServerState:
         counted, capacity, metrics, pipeline = self._counted, self.capacity, self.metrics, self.pipeline
         if counted is None or capacity is None or metrics is None or pipeline is None:
             return
-        audio_s, underruns, usage = metrics.audio_s_made, metrics.underruns_heard, pipeline.scheduler.usage()
-        self._counted = (audio_s, underruns, usage)
-        window = WorkWindow(audio_s - counted[0], usage.since(counted[2]), underruns - counted[1])
-        if capacity.observe(window):
-            pipeline.max_streams = capacity.streams
+        underruns, usage = metrics.underruns_heard, pipeline.scheduler.usage()
+        self._counted = (underruns, usage)
+        work = usage.since(counted[1])
+        capacity.observe(WorkWindow(work.audio_s, work, underruns - counted[0]))
+        pipeline.max_streams = capacity.streams  # every time, so admission never acts on a stale limit
 
     @contextmanager
     def open_session(self, session: GoingAway) -> Iterator[None]:

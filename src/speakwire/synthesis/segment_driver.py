@@ -161,8 +161,16 @@ class SegmentDriver:
         self._job = scheduler.submit(lambda: self._run_segment(segment), deadline=key)
 
     def _continue_segment(self, segment: Segment, run: _SegmentRun) -> None:
-        """Put a segment that stopped at the lead back in the queue, where it left off."""
-        own_key = self._host.progress.latest_start(self._pipeline.costs, next_chunk_s(run.last_chunk_s))
+        """Put a segment that stopped at the lead back in the queue, where it left off.
+
+        Submitted now, as ``_submit_next`` does: the reader held this work back, not the queue. With the
+        submit time from before the park, a slow reader's listener had run dry "while the segment was queued"
+        (an underrun) and its next chunk was due seconds ago (a late start), and the live capacity lowered
+        every stream's limit for one slow client (issue 31).
+        """
+        progress = self._host.progress
+        progress.segment_submitted_at = time.monotonic()
+        own_key = progress.latest_start(self._pipeline.costs, next_chunk_s(run.last_chunk_s))
         self._job = self._pipeline.scheduler.submit(functools.partial(self._run_segment, segment, run),
                                                     deadline=own_key)  # fmt: skip
 
@@ -180,7 +188,9 @@ class SegmentDriver:
                 run = self._start_segment(segment)
                 run.timed = not host.run.latency_critical
             mark = time.monotonic()
+            scheduler = self._pipeline.scheduler
             for chunk in run.chunks:
+                scheduler.count_audio(len(chunk.samples) / chunk.sample_rate)  # made, heard or not (cancels)
                 if cancelled.is_set():
                     return
                 now = time.monotonic()
