@@ -15,6 +15,7 @@ from websockets.exceptions import ConnectionClosed
 from speakwire.engines.piper import PiperEngine
 from speakwire.scheduler import WorkUsage
 from speakwire.server import capacity as cap
+from speakwire.server import live_capacity
 from speakwire.server.live_capacity import WorkWindow
 from speakwire.settings import Settings
 from support.live_server import LiveServer, start_server
@@ -216,29 +217,32 @@ async def test_past_the_live_limit_new_streams_are_refused_early_and_the_admitte
     try:
         capacity = live.state.capacity
         assert capacity is not None and capacity.admission == "live"
-        # The machine has slowed down to one real-time stream with every worker busy (another tenant took the
-        # cores), and the estimate has followed: the samples its real work would give, fed while the server is
-        # idle (nothing else touches the estimate then). From there its own work raises it by bounded steps,
-        # too few in this test to admit a second stream.
+        # The machine has slowed down to half a real-time stream with every worker busy (another tenant took
+        # the cores), and the estimate has followed: the samples its real work would give, fed while the server
+        # is idle (nothing else touches the estimate then). From there the holder's own work raises it by
+        # bounded steps (``MAX_STEP``, ``SAMPLE_WEIGHT``): seven samples, 28 s of audio, before a second stream
+        # would fit, and the holder makes ~16 s.
         workers = capacity.workers
-        slow = WorkWindow(4.0, WorkUsage(busy_thread_s=workers * 4.0, busy_s=4.0))
+        slow = WorkWindow(4.0, WorkUsage(busy_thread_s=workers * 8.0, busy_s=8.0))
         for _ in range(200):
             capacity.observe(slow)
-        assert capacity.streams == 1
+        assert capacity.streams == 1 and capacity.real_time_streams == live_capacity.MIN_REAL_TIME_STREAMS
 
         holder = await _open_stream(live, HOLD)
         while not isinstance(first := await asyncio.wait_for(holder.recv(), 30), bytes):
             pass
+        late = await connect(live.ws_url)  # refused at its first text (no input.done: nothing races the answer)
+        await late.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
+        await late.send(json.dumps({"type": "input.text", "text": "Is there room?"}))
         async with httpx.AsyncClient() as http:
-            ready = (await http.get(f"{live.url}/ready")).json()
             refused = await http.post(f"{live.url}/v1/audio/speech", json={"input": "Is there room?"})
+            ready = (await http.get(f"{live.url}/ready")).json()
         assert (ready["capacity"]["source"], ready["capacity"]["streams"]) == ("measured-live", 1)
         assert ready["load"]["active_streams"] == 1 and ready["load"]["load_ratio"] == 1.0
         assert refused.status_code == 429
         assert int(refused.headers["retry-after"]) >= 1
         assert "(1 concurrent streams)" in refused.text  # the live limit, not the late-queue rule
 
-        late = await _open_stream(live, "Is there room?")
         error = json.loads(await asyncio.wait_for(late.recv(), 10))
         assert (error["type"], error["code"]) == ("error", "busy")
         assert error["retry_after_s"] >= 1

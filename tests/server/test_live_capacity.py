@@ -91,10 +91,39 @@ def test_work_on_one_of_two_workers_extrapolates_but_moves_the_estimate_less() -
     half.observe(_one_worker(13.0))
     full.observe(_saturated(13.0))
     assert half.real_time_streams is not None and full.real_time_streams is not None
-    assert 6.5 < half.real_time_streams < full.real_time_streams
+    assert 6.5 < half.real_time_streams <= full.real_time_streams
     for _ in range(60):
         half.observe(_one_worker(13.0))
     assert half.real_time_streams == pytest.approx(13.0, rel=0.01)  # one worker at 6.5x: two would make 13
+
+
+def test_a_sample_with_fewer_than_half_the_workers_busy_moves_the_estimate_less() -> None:
+    def on_four(busy: int) -> LiveCapacity:
+        estimate = LiveCapacity(cap.derive(operator_limit=None, engine_limit=None, workers=4, measured=(6.5, 1.0)))
+        assert estimate.observe(WorkWindow(13.0 / 4 * busy * 2, WorkUsage(busy_thread_s=2.0 * busy, busy_s=2.0)))
+        assert estimate.real_time_streams is not None
+        return estimate
+
+    one, two, four = on_four(1), on_four(2), on_four(4)
+    assert 6.5 < one.real_time_streams < two.real_time_streams == four.real_time_streams  # type: ignore[operator]
+
+
+def test_a_warm_up_ten_times_too_low_is_left_behind_within_a_dozen_samples_of_one_stream() -> None:
+    """Session 12's loaded VM: the warm-up said 0.66, one stream on one of two workers made 3.2 audio s/s."""
+    estimate = LiveCapacity(_warm_up(0.66))
+    assert estimate.streams == 1
+    for _ in range(12):
+        estimate.observe(_one_worker(6.4))
+    assert estimate.real_time_streams is not None and estimate.real_time_streams > 5.0
+    assert estimate.streams >= 4
+
+
+def test_a_lone_stream_that_stalls_does_not_lower_the_correction() -> None:
+    """At a limit of one stream there is nothing to shed: the stalls are the machine's, not admission's."""
+    estimate = LiveCapacity(_warm_up(0.66))
+    for _ in range(5):
+        assert estimate.observe(WorkWindow(4.0, WorkUsage(busy_thread_s=12.0, busy_s=6.0), underruns=1))
+    assert (estimate.streams, estimate.correction, estimate.hurt_samples) == (1, 1.0, 5)
 
 
 def test_it_stays_within_its_bounds() -> None:

@@ -16,9 +16,10 @@ the engine would have with every worker busy, in real-time streams:
     audio seconds / seconds during which some thread was busy / min(1, busy threads on average / workers)
 
 which is the measured throughput itself when every worker was busy, and a linear extrapolation from fewer
-busy workers (one engine call uses one core here, so it scales while there are cores). A half-busy sample
-counts half as much (``SAMPLE_WEIGHT`` x the share of workers busy) and one sample moves the estimate by at
-most ``MAX_STEP`` either way, so a noisy window or an outlier nudges it instead of setting it. The audio is
+busy workers (one engine call uses one core here, so it scales while there are cores). A sample taken with
+at least half the workers busy (``LOADED_SHARE``) moves the estimate ``SAMPLE_WEIGHT`` of the way to itself, a
+quieter one less (in proportion to the share busy), and one sample moves it by at most ``MAX_STEP`` either
+way, so a noisy window or an outlier nudges it instead of setting it. The audio is
 counted per engine chunk as the workers make it (``Scheduler.count_audio``), beside their busy time: audio
 that a barge-in or a cancel throws away cost the same compute as audio that was heard.
 
@@ -33,7 +34,10 @@ What listeners hear corrects the limit, not the measurement, and only what they 
 loaded: a sample taken with at least half the workers busy (``LOADED_SHARE``) that has an underrun or a late
 start multiplies ``correction`` by ``HURT_FACTOR`` (down to ``MIN_CORRECTION``), and a clean one adds
 ``RECOVERY_STEP`` back, up to 1. A sample from a half-idle server changes neither: its hurt is not for want
-of workers (a client that paused its text, a blip of the VM), and the limit is about a full server. A
+of workers (a client that paused its text, a blip of the VM), and the limit is about a full server. Nor
+does hurt while the limit is already one stream: there is nothing to shed, and a lone stream that stalls
+stalls for the machine's reasons (session 12's loaded VM: a correction of 0.6 from six such samples, which
+only delayed the recovery once the estimate rose). A
 reader that parks its stream (flow control) is not hurt either: its work is submitted anew when the reader
 comes back (``SegmentDriver._continue_segment``), so neither its wait nor the playback that ran out
 meanwhile counts. The limit is
@@ -57,8 +61,15 @@ from speakwire.settings import ADMISSION_MODES, Admission
 
 MIN_SAMPLE_AUDIO_S = 4.0
 """Audio seconds a sample must hold (windows add up until they do): less is a word or two, mostly overhead."""
-SAMPLE_WEIGHT = 0.25
-"""How far one sample taken with every worker busy moves the estimate towards itself (an EWMA's alpha)."""
+SAMPLE_WEIGHT = 0.5
+"""How far one sample taken with at least half the workers busy moves the estimate towards itself (an EWMA's
+alpha). Was 0.25, scaled down by the share of workers busy: in the open loop of session 12
+(bench/results/admission-live-2core/s12) a warm-up on a loaded VM said 0.66 real-time streams (1 admitted),
+the work that followed said ~6.5, and after 21 samples (220 s of audio) the estimate was 1.99, still 1
+admitted. One stream on two workers is a share of 0.5, so each sample weighed 0.125 and moved the estimate
+by at most 6%, and the low limit kept it at one stream. At 0.5 from half busy, a sample at the ``MAX_STEP``
+bound moves it 25%: ten samples (40 s of audio) out of a tenfold error. The price is noise: the figure's
+spread is ~0.58 of a sample's instead of ~0.38 (an EWMA's sqrt(a / (2 - a))), ~10% on this VM."""
 MAX_STEP = 1.5
 """One sample moves the estimate by at most this factor up or down."""
 MIN_REAL_TIME_STREAMS = 0.5
@@ -159,7 +170,7 @@ class LiveCapacity:
             estimate = value
         else:
             value = min(max(value, current / MAX_STEP), current * MAX_STEP)
-            weight = SAMPLE_WEIGHT * busy_share
+            weight = SAMPLE_WEIGHT * min(1.0, busy_share / LOADED_SHARE)
             estimate = current + weight * (value - current)
         self.real_time_streams = min(max(estimate, MIN_REAL_TIME_STREAMS), float(MAX_STREAMS))
         self.samples += 1
@@ -169,10 +180,15 @@ class LiveCapacity:
             return True  # hurt or not, a half-idle server says nothing about its limit (a slow reader, a blip)
         if sample.hurt:
             self.hurt_samples += 1
-            self.correction = max(MIN_CORRECTION, self.correction * HURT_FACTOR)
+            if self._measured_limit() > 1:  # at one stream there is nothing to shed: the hurt is the machine's
+                self.correction = max(MIN_CORRECTION, self.correction * HURT_FACTOR)
         else:
             self.correction = min(1.0, self.correction + RECOVERY_STEP)
         return True
+
+    def _measured_limit(self) -> int:
+        """The limit the estimate and the correction give, before the bounds (1 .. ``MAX_STREAMS``)."""
+        return math.floor((self.real_time_streams or 0.0) * ADMISSION_SHARE * self.correction)
 
     # ----- what admission and the probes read ---------------------------------------------
 
@@ -186,8 +202,7 @@ class LiveCapacity:
         """Concurrent streams admitted now."""
         if not self.follows_measurement or self.samples == 0 or self.real_time_streams is None:
             return self.start.streams
-        allowed = math.floor(self.real_time_streams * ADMISSION_SHARE * self.correction)
-        return min(MAX_STREAMS, max(1, allowed))
+        return min(MAX_STREAMS, max(1, self._measured_limit()))
 
     @property
     def source(self) -> str:
