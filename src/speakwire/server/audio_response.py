@@ -40,15 +40,30 @@ def streamed_response(
     return StallingResponse(owning(), stall, media_type=media_type, headers=headers)
 
 
+def streamed_audio(
+    admitted: Admitted,
+    out: AudioOut,
+    stall: WriteStall,
+    *,
+    media_type: str,
+    headers: Mapping[str, str] | None = None,
+) -> StallingResponse:
+    """The encoded stream of ``out`` as a streamed response that owns its admission (``audio_bytes``)."""
+    return StallingResponse(audio_bytes(out, admitted), stall, media_type=media_type, headers=headers)
+
+
 async def audio_bytes(out: AudioOut, admitted: Admitted) -> AsyncIterator[bytes]:
-    """The encoded stream as it is made; a failed segment aborts the body (``StreamAborted``)."""
-    async for part in out.parts(admitted.utterance):
-        if isinstance(part, AudioPart | UtteranceEnd):
-            if part.data:
-                yield part.data
-        elif isinstance(part, SegmentEnd) and part.error is not None:
-            logger.error("aborting the %s audio stream: %s", admitted.protocol, part.error.message)
-            raise StreamAborted(part.error.message)
+    """The encoded stream as it is made, the admission released however it ends; a failed segment aborts the
+    body (``StreamAborted``). One generator does both (not ``streamed_response`` around another): every
+    layer of async generators costs the event loop a resumption per audio chunk."""
+    async with admitted:
+        async for part in out.parts(admitted.utterance):
+            if isinstance(part, AudioPart | UtteranceEnd):
+                if part.data:
+                    yield part.data
+            elif isinstance(part, SegmentEnd) and part.error is not None:
+                logger.error("aborting the %s audio stream: %s", admitted.protocol, part.error.message)
+                raise StreamAborted(part.error.message)
 
 
 async def whole_file(out: AudioOut, admitted: Admitted) -> bytes:

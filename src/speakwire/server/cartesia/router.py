@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from speakwire.errors import BadRequestError, SpeakwireError, TooBusyError
 from speakwire.output import AudioOut, AudioPart, OutputSpec, SegmentEnd, UtteranceEnd, WordsPart
 from speakwire.server.admission import Admitted, admit
-from speakwire.server.audio_response import audio_bytes, streamed_response
+from speakwire.server.audio_response import streamed_audio, streamed_response
 from speakwire.server.cartesia import protocol as p
 from speakwire.server.cartesia.session import PROTOCOL, CartesiaSession
 from speakwire.server.flow import write_stall
@@ -84,7 +84,7 @@ async def _speak(request: Request, *, sse: bool) -> Response:
     if sse:
         stream = _sse_stream(out, admitted, speech)
         return streamed_response(admitted, stream, stall, media_type="text/event-stream", headers=headers)
-    return streamed_response(admitted, audio_bytes(out, admitted), stall, media_type=out.content_type, headers=headers)
+    return streamed_audio(admitted, out, stall, media_type=out.content_type, headers=headers)
 
 
 async def _json_body(request: Request) -> object:

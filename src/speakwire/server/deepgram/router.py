@@ -19,7 +19,7 @@ from speakwire.encoders.registry import CONTENT_TYPES
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.output import AudioOut, OutputSpec
 from speakwire.server.admission import admit
-from speakwire.server.audio_response import audio_bytes, streamed_response
+from speakwire.server.audio_response import streamed_audio
 from speakwire.server.deepgram import protocol as p
 from speakwire.server.deepgram.session import PROTOCOL, DeepgramSpeakSession
 from speakwire.server.flow import write_stall
@@ -85,7 +85,7 @@ async def speak(request: Request) -> Response:
     }
     fmt = resolved.response_format
     media_type = "audio/wav" if params.container == "wav" else CONTENT_TYPES[fmt]
-    return streamed_response(admitted, audio_bytes(out, admitted), write_stall(state, PROTOCOL),
+    return streamed_audio(admitted, out, write_stall(state, PROTOCOL),
                              media_type=media_type, headers=headers)  # fmt: skip
 
 

@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, Response
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.output import AudioOut, AudioPart, SegmentEnd, UtteranceEnd, WordsPart
 from speakwire.server.admission import Admitted, admit
-from speakwire.server.audio_response import StreamAborted, audio_bytes, streamed_response
+from speakwire.server.audio_response import StreamAborted, streamed_audio, streamed_response
 from speakwire.server.elevenlabs import protocol as p
 from speakwire.server.elevenlabs.alignment import CharacterAligner, CharTiming, http_alignment
 from speakwire.server.elevenlabs.session import PROTOCOL, ElevenLabsSession
@@ -103,7 +103,7 @@ async def _respond(request: Request, voice_id: str, delivery: Delivery) -> Respo
 async def _deliver(job: _Job, delivery: Delivery) -> Response:
     stall = write_stall(job.state, PROTOCOL)
     if delivery == "stream":
-        return streamed_response(job.admitted, audio_bytes(job.out, job.admitted), stall,
+        return streamed_audio(job.admitted, job.out, stall,
                                  media_type=job.fmt.content_type)  # fmt: skip
     if delivery == "stream_with_timestamps":
         return streamed_response(job.admitted, job.timestamped_stream(), stall, media_type="application/x-ndjson")

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 from speakwire.errors import PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.output import AudioOut, OutputSpec
 from speakwire.server.admission import admit
-from speakwire.server.audio_response import audio_bytes, streamed_response
+from speakwire.server.audio_response import streamed_audio
 from speakwire.server.flow import write_stall
 from speakwire.server.magpie import protocol as p
 from speakwire.server.magpie.session import PROTOCOL
@@ -63,7 +63,7 @@ async def synthesize(request: Request) -> Response:
         if isinstance(exc, TooBusyError):
             response.headers["retry-after"] = str(max(1, round(exc.retry_after_s)))
         return response
-    return streamed_response(admitted, audio_bytes(out, admitted), write_stall(state, PROTOCOL),
+    return streamed_audio(admitted, out, write_stall(state, PROTOCOL),
                              media_type=MEDIA_TYPE, headers={"cache-control": "no-store"})  # fmt: skip
 
 

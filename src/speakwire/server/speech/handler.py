@@ -12,7 +12,7 @@ from starlette.responses import Response
 from speakwire.encoders.registry import CONTENT_TYPES
 from speakwire.output import AudioOut, AudioPart, OutputSpec, SegmentEnd, UtteranceEnd, WordsPart
 from speakwire.server.admission import Admitted, admit
-from speakwire.server.audio_response import audio_bytes, streamed_response, whole_file
+from speakwire.server.audio_response import streamed_audio, streamed_response, whole_file
 from speakwire.server.flow import file_response, write_stall
 from speakwire.server.options import resolve_speech
 from speakwire.server.speech.input_check import InputErrors, check_input
@@ -85,7 +85,7 @@ async def create_speech(
         data = await whole_file(out, admitted)
         return file_response(data, stall, media_type=CONTENT_TYPES[fmt], headers=headers)
     if delivery == "audio":
-        return streamed_response(admitted, audio_bytes(out, admitted), stall, media_type=CONTENT_TYPES[fmt],
+        return streamed_audio(admitted, out, stall, media_type=CONTENT_TYPES[fmt],
                                  headers=headers)  # fmt: skip
     return streamed_response(admitted, _sse_stream(out, admitted, words), stall, media_type="text/event-stream",
                              headers=headers)  # fmt: skip
