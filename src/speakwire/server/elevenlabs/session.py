@@ -119,7 +119,7 @@ class ElevenLabsSession(WebSocketSession):
         while True:
             remaining = self._next_deadline() - time.monotonic()
             try:
-                return await asyncio.wait_for(self.channel.receive(), timeout=max(remaining, 0.001))
+                return await self.channel.receive_within(max(remaining, 0.001))
             except TimeoutError:
                 if self._expire():
                     return None
@@ -147,7 +147,7 @@ class ElevenLabsSession(WebSocketSession):
     async def _first_command(self) -> p.Command:
         timeout = self.state.settings.ws_config_timeout_s
         try:
-            raw = await asyncio.wait_for(self.channel.receive(), timeout=timeout)
+            raw = await self.channel.receive_within(timeout)
         except TimeoutError:
             await self._fatal(p.inactivity_message(timeout), "input_timeout_exceeded", CLOSE_POLICY)
         return await self._parse(raw)

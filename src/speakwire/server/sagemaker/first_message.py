@@ -25,7 +25,8 @@ GREETING_GRACE_S = 1.0
 async def read_first_message(websocket: WebSocket, timeout_s: float) -> Message | None:
     """The accepted ``websocket``'s first ASGI message (a disconnect included), or None if none came in time."""
     try:
-        return await asyncio.wait_for(websocket.receive(), timeout=timeout_s)
+        async with asyncio.timeout(timeout_s):  # in this task: wait_for (3.11) would add one per connection
+            return await websocket.receive()
     except TimeoutError:
         return None
 

@@ -108,7 +108,7 @@ class StreamSession(WebSocketSession):
         while self._protocol.config is None:
             remaining = deadline - time.monotonic()
             try:
-                message = await asyncio.wait_for(self.channel.receive(), timeout=max(remaining, 0.001))
+                message = await self.channel.receive_within(max(remaining, 0.001))
             except TimeoutError:
                 timeout_s = self.state.settings.ws_config_timeout_s
                 await self._act(p.fatal(f"No session.config within {timeout_s:g} s; send it first.", p.CLOSE_POLICY,

@@ -135,6 +135,10 @@ class WyomingListener:
         self._connections.add(task)
         try:
             await WyomingConnection(self.state, reader, writer, voice_language=self._voice_language).run()
+        except asyncio.CancelledError:
+            # ``stop`` ended it. Not re-raised: on Python 3.11 ``start_server`` calls ``exception()`` on the handler's
+            # task when it ends, which raises for a cancelled one, and asyncio logs that as an error with a traceback.
+            pass
         finally:
             self._connections.discard(task)
 
@@ -257,7 +261,8 @@ class WyomingConnection:
         idle = self.state.settings.ws_idle_timeout_s
         while True:
             try:
-                data = await asyncio.wait_for(self._reader.read(READ_SIZE), timeout=idle)
+                async with asyncio.timeout(idle):  # in this task: wait_for (3.11) would add one per connection
+                    data = await self._reader.read(READ_SIZE)
             except TimeoutError:
                 if self._stream is not None or self._speakers.busy:
                     continue
