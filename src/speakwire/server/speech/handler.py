@@ -85,8 +85,7 @@ async def create_speech(
         data = await whole_file(out, admitted)
         return file_response(data, stall, media_type=CONTENT_TYPES[fmt], headers=headers)
     if delivery == "audio":
-        return streamed_audio(admitted, out, stall, media_type=CONTENT_TYPES[fmt],
-                                 headers=headers)  # fmt: skip
+        return streamed_audio(admitted, out, stall, media_type=CONTENT_TYPES[fmt], headers=headers)
     return streamed_response(admitted, _sse_stream(out, admitted, words), stall, media_type="text/event-stream",
                              headers=headers)  # fmt: skip
 
