@@ -231,9 +231,7 @@ async def test_past_the_live_limit_new_streams_are_refused_early_and_the_admitte
         holder = await _open_stream(live, HOLD)
         while not isinstance(first := await asyncio.wait_for(holder.recv(), 30), bytes):
             pass
-        late = await connect(live.ws_url)  # refused at its first text (no input.done: nothing races the answer)
-        await late.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
-        await late.send(json.dumps({"type": "input.text", "text": "Is there room?"}))
+        late = await _open_stream(live, "Is there room?")  # refused at its text, input.done right behind it
         async with httpx.AsyncClient() as http:
             refused = await http.post(f"{live.url}/v1/audio/speech", json={"input": "Is there room?"})
             ready = (await http.get(f"{live.url}/ready")).json()
@@ -243,7 +241,7 @@ async def test_past_the_live_limit_new_streams_are_refused_early_and_the_admitte
         assert int(refused.headers["retry-after"]) >= 1
         assert "(1 concurrent streams)" in refused.text  # the live limit, not the late-queue rule
 
-        error = json.loads(await asyncio.wait_for(late.recv(), 10))
+        error = json.loads(await asyncio.wait_for(late.recv(), 10))  # the refusal, not a session.done before it
         assert (error["type"], error["code"]) == ("error", "busy")
         assert error["retry_after_s"] >= 1
         with pytest.raises(ConnectionClosed) as closed:

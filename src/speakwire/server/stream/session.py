@@ -180,25 +180,28 @@ class StreamSession(WebSocketSession):
         await self._act(self._protocol.configured(dataclasses.replace(config, ignored_fields=ignored)))
 
     async def _on_text(self, text: str) -> None:
-        active = self._open or self._start_utterance()
+        active = self._open
         if active is None:
-            return
+            try:
+                active = self._start_utterance()
+            except TooBusyError as exc:
+                # Answered before the next message is read: an ``input.done`` right behind refused text must
+                # not get its ``session.done`` before the client learns the text was refused.
+                self._protocol.utterance_closed()
+                await self._reject_busy(exc)
+                return
         try:
             active.admitted.utterance.feed(text)
         except PayloadTooLargeError as exc:
             await self._act(p.fatal(exc.message, p.CLOSE_TOO_BIG, code="too_large"))
 
-    def _start_utterance(self) -> _Utterance | None:
+    def _start_utterance(self) -> _Utterance:
+        """Admit the next utterance (``TooBusyError`` past the limit) and start its speaker."""
         config, resolved = self._protocol.config, self._resolved
         assert config is not None and resolved is not None
         index = self._next_index
-        try:
-            admitted = admit(self.state, resolved, protocol=self.protocol, granularity=config.granularity,
-                             max_buffer_chars=p.MAX_SESSION_CHARS, request_id=f"{self.request_id}-{index}")  # fmt: skip
-        except TooBusyError as exc:
-            self._protocol.utterance_closed()
-            asyncio.get_running_loop().create_task(self._reject_busy(exc))
-            return None
+        admitted = admit(self.state, resolved, protocol=self.protocol, granularity=config.granularity,
+                         max_buffer_chars=p.MAX_SESSION_CHARS, request_id=f"{self.request_id}-{index}")  # fmt: skip
         self._next_index += 1
         item = _Utterance(index, admitted, _Sent(index, resolved.output_rate))
         self._utterances = [u for u in self._utterances if u.speaker is None or not u.speaker.done]
