@@ -1,7 +1,8 @@
 """A voice agent on SageMaker: Voxtral speech-to-text → an LLM → speakwire text-to-speech, with pipecat.
 
     transport in → Silero VAD → Voxtral (vLLM realtime API) → LLM (Bedrock, or any OpenAI-compatible URL)
-    → speakwire (pipecat's DeepgramSageMakerTTSService) → transport out, interruptions on
+    → speakwire (pipecat's ElevenLabsTTSService, over SageMaker's bidi stream) → transport out, interruptions on:
+    the LLM context keeps only the words of a reply that were played (speakwire's word timings)
 
 On AWS (three endpoints; see README.md):
 
@@ -66,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stt-path", help="Invocation path on the STT endpoint (default: SageMaker's default path).")
     p.add_argument("--stt-model", default=VOXTRAL, help="Model name sent in session.update.")
     p.add_argument("--tts-endpoint", help="SageMaker endpoint running speakwire (speakwire sagemaker deploy).")
-    p.add_argument("--voice", default="aura-2-helena-en", help="A Deepgram voice name or a voice saved in speakwire.")
+    p.add_argument("--tts-url", help="Or a speakwire server's WebSocket base URL: ws://host:8000.")
+    p.add_argument("--voice", default="aura-2-helena-en", help="A voice saved in speakwire, or a vendor's preset "
+                   "name (ElevenLabs', Deepgram's, OpenAI's: speakwire's default voice).")  # fmt: skip
     p.add_argument("--llm-url", help="An OpenAI-compatible base URL (…/v1); default: Bedrock (or, with --local, "
                    "the local responder).")  # fmt: skip
     p.add_argument("--llm-model", default="gpt-4o-mini", help="Model for --llm-url.")
@@ -106,14 +109,18 @@ def make_llm(args: argparse.Namespace, stack: LocalStack | None) -> Any:
 
 
 def make_tts(args: argparse.Namespace) -> Any:
-    from pipecat.services.deepgram.sagemaker.tts import DeepgramSageMakerTTSService
+    """speakwire through pipecat's ElevenLabs service: its word timings keep what was not heard out of the context."""
+    from speakwire_tts import LOCAL_API_KEY, SpeakwireSageMakerTTSService
 
+    settings = SpeakwireSageMakerTTSService.Settings(voice=args.voice)
+    if args.tts_url:
+        from pipecat.services.elevenlabs.tts import ElevenLabsTTSService
+
+        return ElevenLabsTTSService(api_key=LOCAL_API_KEY, url=args.tts_url, settings=settings)
     endpoint = args.tts_endpoint or (TTS_ENDPOINT if args.local else None)
     if endpoint is None:
-        raise SystemExit("give --tts-endpoint (or --local)")
-    return DeepgramSageMakerTTSService(
-        endpoint_name=endpoint, region=args.region, settings=DeepgramSageMakerTTSService.Settings(voice=args.voice)
-    )
+        raise SystemExit("give --tts-endpoint (or --tts-url, or --local)")
+    return SpeakwireSageMakerTTSService(endpoint_name=endpoint, region=args.region, settings=settings)
 
 
 @dataclass

@@ -78,10 +78,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="Write every turn's timings and the summary here (JSON).")
     args = parser.parse_args()
+    load_before = os.getloadavg()
     with local_stack() as stack:
         turns = asyncio.run(measure(stack))
+    load_after = os.getloadavg()
     result = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in load_after],
+        },
+        "tts": "speakwire_tts.SpeakwireSageMakerTTSService (pipecat ElevenLabsTTSService over the bidi relay)",
         "turns": [
             {
                 "question": q,

@@ -21,6 +21,7 @@ from support.live_server import LiveServer
 QUESTION = "What is the capital of France?"
 SECOND = "What is the weather like today?"
 LONG_ANSWER_QUESTION = "Tell me about the moon."
+LONG_ANSWER = "The moon goes around the earth about once a month."
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "voice_agent"
 
 
@@ -110,9 +111,7 @@ async def test_speaking_over_the_reply_stops_it_and_the_new_question_is_answered
     interruption = agent.timeline.first("interruption", first_started.at)
     assert interruption is not None and interruption.at < second_final.at  # the user's speech cut the reply
     first_reply = transport.played.audio_between(first_end, second_final.at)  # the second can't start before
-    full_reply = await asyncio.to_thread(
-        speak, stack.speakwire.url, "The moon goes around the earth about once a month.", 24000
-    )
+    full_reply = await asyncio.to_thread(speak, stack.speakwire.url, LONG_ANSWER, 24000)
     assert len(first_reply) < len(full_reply)  # its audio stopped before the end
     # What the speaker still played once pipecat had interrupted: the frames already on their way to it, less
     # than the 200 ms of audio issue 32 allows (counted in audio, not wall time).
@@ -121,4 +120,14 @@ async def test_speaking_over_the_reply_stops_it_and_the_new_question_is_answered
     assert "weather" in second_final.text.lower().split()
     said = [str(m["content"]) for m in agent.context.get_messages() if m.get("role") == "assistant"]
     assert said[-1] == "It is sunny and warm today, with a light breeze."
+    # The interrupted reply enters the conversation as far as it was heard: the words whose audio was played
+    # (speakwire's word timings, pipecat's ElevenLabs service), a strict prefix of the reply, not all of it.
+    assert len(said) == 2, agent.context.get_messages()
+    heard, full = said[0].split(), LONG_ANSWER.split()
+    assert 0 < len(heard) < len(full), said[0]
+    assert heard == full[: len(heard)], said[0]
+    played_s = len(first_reply) / 2 / transport.played.sample_rate
+    reply_s = len(full_reply) / 2 / 24000
+    # about as many words as the share of the reply's audio that was played (words are timed at their start)
+    assert len(heard) <= len(full) * played_s / reply_s + 2, (said[0], played_s, reply_s)
     assert [m.kind for m in marks].count("bot_started") >= 2
