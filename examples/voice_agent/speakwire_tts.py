@@ -85,13 +85,11 @@ class BidiWebSocket:
                 raise  # pipecat reports it and reconnects, as for a dropped WebSocket
 
     async def wait_closed(self) -> None:
-        """Wait for the container to close the stream (after ``close_socket``), reading what it still sends."""
+        """After ``close_socket``: nothing to wait for, ``close()`` follows and ends the stream.
+
+        Reading the container's close instead would make pipecat's bidi client log it as an error.
+        """
         self._closing = True
-        while self.state is not State.CLOSED:
-            try:
-                await self.recv()
-            except ConnectionError:
-                break
 
     async def close(self) -> None:
         self._closing = True
