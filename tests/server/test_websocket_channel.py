@@ -8,6 +8,7 @@ from typing import Any, cast
 import pytest
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from speakwire.server.flow import WriteStall
 from speakwire.server.websocket_channel import ChannelClosed, WebSocketChannel
 
 
@@ -86,3 +87,28 @@ async def test_a_failed_send_is_channel_closed_and_close_never_raises(error: Exc
     assert fake.closed == [(1011, "again")]
     with pytest.raises(ChannelClosed):
         await channel.send_bytes(b"late", 2)
+
+
+class StuckSocket(FakeSocket):
+    """A client that reads nothing: sends and the close frame wait forever."""
+
+    async def send_text(self, text: str) -> None:
+        await asyncio.Event().wait()
+
+    async def close(self, code: int, reason: str = "") -> None:
+        await asyncio.Event().wait()
+
+
+async def test_a_cancel_from_outside_stays_a_cancel_while_a_stalled_close_is_pending() -> None:
+    """Only the stalled close's own cancel of the receive ends the session as ``ChannelClosed``: a drain deadline
+    or a shutdown cancelling the session's task meanwhile must still cancel it."""
+    channel = WebSocketChannel(cast(WebSocket, StuckSocket()), WriteStall(0.05, "websocket"))
+    receiver = asyncio.create_task(channel.receive_within(30))  # the session waits for its client
+    await asyncio.sleep(0)
+    with pytest.raises(ChannelClosed):
+        await asyncio.wait_for(channel.send_json({"type": "x"}), 5)  # the speaker's write stalls
+    assert channel.stalled and not receiver.done()  # the 1008 close is pending: its frame cannot go out
+    receiver.cancel()  # from outside, before the close's grace ends
+    with pytest.raises(asyncio.CancelledError):
+        await receiver
+    await channel.close(1000)  # the stalled close ends at its grace

@@ -47,6 +47,8 @@ class WebSocketChannel:
         self._stall = stall or WriteStall(None, "websocket")
         self._stalled = False
         self._receiver: asyncio.Task[Any] | None = None
+        self._receive_ended = False
+        """Set just before the stalled close cancels the receive: only that cancel becomes ``ChannelClosed``."""
         self._closer: asyncio.Task[None] | None = None
 
     @property
@@ -66,7 +68,7 @@ class WebSocketChannel:
             message = await self.ws.receive()
         except asyncio.CancelledError:
             task = self._receiver
-            if self._stalled and task is not None and task.uncancel() == 0:
+            if self._receive_ended and task is not None and task.uncancel() == 0:
                 raise ChannelClosed from None  # the stalled close gave up waiting: the session is over
             raise
         finally:
@@ -156,6 +158,7 @@ class WebSocketChannel:
         finally:
             receiver = self._receiver
             if receiver is not None and not receiver.done():
+                self._receive_ended = True  # a cancel from elsewhere (drain, shutdown) stays a cancel
                 receiver.cancel()
 
     # ----- closing ----------------------------------------------------------------------

@@ -85,8 +85,7 @@ async def speak(request: Request) -> Response:
     }
     fmt = resolved.response_format
     media_type = "audio/wav" if params.container == "wav" else CONTENT_TYPES[fmt]
-    return streamed_audio(admitted, out, write_stall(state, PROTOCOL),
-                             media_type=media_type, headers=headers)  # fmt: skip
+    return streamed_audio(admitted, out, write_stall(state, PROTOCOL), media_type=media_type, headers=headers)
 
 
 def _error(error: p.DeepgramError, request_id: str) -> JSONResponse:

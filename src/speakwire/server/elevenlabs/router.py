@@ -103,8 +103,7 @@ async def _respond(request: Request, voice_id: str, delivery: Delivery) -> Respo
 async def _deliver(job: _Job, delivery: Delivery) -> Response:
     stall = write_stall(job.state, PROTOCOL)
     if delivery == "stream":
-        return streamed_audio(job.admitted, job.out, stall,
-                                 media_type=job.fmt.content_type)  # fmt: skip
+        return streamed_audio(job.admitted, job.out, stall, media_type=job.fmt.content_type)
     if delivery == "stream_with_timestamps":
         return streamed_response(job.admitted, job.timestamped_stream(), stall, media_type="application/x-ndjson")
     data, chars = await job.whole_file()

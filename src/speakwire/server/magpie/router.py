@@ -63,8 +63,8 @@ async def synthesize(request: Request) -> Response:
         if isinstance(exc, TooBusyError):
             response.headers["retry-after"] = str(max(1, round(exc.retry_after_s)))
         return response
-    return streamed_audio(admitted, out, write_stall(state, PROTOCOL),
-                             media_type=MEDIA_TYPE, headers={"cache-control": "no-store"})  # fmt: skip
+    stall = write_stall(state, PROTOCOL)
+    return streamed_audio(admitted, out, stall, media_type=MEDIA_TYPE, headers={"cache-control": "no-store"})
 
 
 def _error(error: p.MagpieError) -> JSONResponse:
