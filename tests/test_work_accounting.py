@@ -79,8 +79,13 @@ async def test_a_reader_that_comes_back_late_is_neither_an_underrun_nor_a_late_s
         # and the parked segment's next chunk is, by the old submit time, seconds late.
         await asyncio.sleep(2 * LEAD_S + 1.0)
         got = 0
+        underruns_at_resume: int | None = None
         async for event in utterance.events():
             if isinstance(event, AudioReady):
+                if underruns_at_resume is None and utterance.taken_samples + len(event.samples) > parked_at:
+                    # The first chunk made after the reader came back: its underrun, had it been counted, is in by
+                    # now. (Later chunks can be late for real on a loaded machine; that is not what this is about.)
+                    underruns_at_resume = len(underruns)
                 got += len(event.samples)
             elif isinstance(event, UtteranceFinished):
                 assert not event.cancelled
@@ -90,5 +95,5 @@ async def test_a_reader_that_comes_back_late_is_neither_an_underrun_nor_a_late_s
         scheduler.close()
     assert utterance.made_samples > parked_at  # it did resume, in the middle of the segment
     assert got > 0
-    assert underruns == []
+    assert underruns_at_resume == 0
     assert usage.late_starts == 0
