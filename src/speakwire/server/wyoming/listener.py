@@ -138,7 +138,9 @@ class WyomingListener:
         except asyncio.CancelledError:
             # ``stop`` ended it. Not re-raised: on Python 3.11 ``start_server`` calls ``exception()`` on the handler's
             # task when it ends, which raises for a cancelled one, and asyncio logs that as an error with a traceback.
-            pass
+            # One that was not a cancel of this task (a cancelled future awaited inside) is a bug: it goes on.
+            if not task.cancelling():
+                raise
         finally:
             self._connections.discard(task)
 
