@@ -86,12 +86,14 @@ def test_a_window_that_spans_idle_time_measures_only_the_busy_part() -> None:
     assert quiet_then_busy.real_time_streams == busy.real_time_streams > 10.0
 
 
-def test_work_on_one_of_two_workers_extrapolates_but_moves_the_estimate_less() -> None:
+def test_work_on_one_of_two_workers_extrapolates_with_the_weight_of_a_loaded_sample() -> None:
+    """Half the workers busy is loaded (``LOADED_SHARE``): it weighs as much as every worker busy. Fewer weigh
+    less (the next test, on four workers)."""
     half, full = LiveCapacity(_warm_up(6.5)), LiveCapacity(_warm_up(6.5))
     half.observe(_one_worker(13.0))
     full.observe(_saturated(13.0))
     assert half.real_time_streams is not None and full.real_time_streams is not None
-    assert 6.5 < half.real_time_streams <= full.real_time_streams
+    assert 6.5 < half.real_time_streams == pytest.approx(full.real_time_streams)
     for _ in range(60):
         half.observe(_one_worker(13.0))
     assert half.real_time_streams == pytest.approx(13.0, rel=0.01)  # one worker at 6.5x: two would make 13
