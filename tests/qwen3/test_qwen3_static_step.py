@@ -118,6 +118,31 @@ def test_the_static_step_gives_exactly_the_codes_of_the_eager_step(engine: Any) 
     assert engine.loop.stats.max_batch >= 5
 
 
+def test_a_step_over_its_span_bucket_gives_the_codes_of_its_own_span(engine: Any) -> None:
+    """What a CUDA graph reads: the positions of its span bucket (``spans_for``), not the rows' own. Run at the
+    bucketed spans, the mix gets the codes it gets at its own spans; a span past the last bucket is the cache's."""
+    state = engine.loop.state
+    assert state.spans[-1] == engine.loop.talker.cache.max_len
+    assert [state.span_bucket(n) for n in (1, 256, 257, state.spans[-1])] == [
+        256, 256, min(512, state.spans[-1]), state.spans[-1]
+    ]  # fmt: skip
+    specs = _mix()
+    own = run_mix(engine, specs, static=True)
+    spans: list[int] = []
+
+    def bucketed(rows: Any, span: int) -> Any:
+        spans.append(state.span_bucket(span))
+        return type(state).run(state, rows, state.span_bucket(span))
+
+    state.run = bucketed
+    try:
+        padded = run_mix(engine, specs, static=True)
+    finally:
+        del state.run
+    assert spans and all(span in state.spans for span in spans)
+    assert_rows_match(padded, codes_of(own), cancelled=_cancelled(specs))
+
+
 def test_rows_joining_and_leaving_get_their_solo_codes_on_the_static_step(engine: Any) -> None:
     """Rows that join a running batch (new slots), leave it (freed slots) and rejoin: each row's codes are its solo
     codes from the eager step, whatever the bucket it stepped in."""

@@ -13,8 +13,9 @@ load it with ``load_qwen3_engine`` (bf16 on CUDA), then measure
   playback from each stream's first chunk, the loop's mean batch and step time, and peak GPU memory.
 
 Then the loop's whole static step (talker decode, code predictor, sampling: ``static_step``) is captured as
-one CUDA graph per batch bucket: the capture time, greedy codes against the eager ones, and the levels again
-("graphs" rows). The first levels load with ``cuda_graphs=False``: the same static step, run eagerly.
+one CUDA graph per batch bucket and span bucket: the capture time, greedy codes against the eager step's at
+the same spans (bit for bit) and at the rows' own spans (bf16 rounding may part them at a near-tie), and the
+levels again ("graphs" rows). The first levels load with ``cuda_graphs=False``: the same static step, run eagerly.
 
 Results go to ``--out`` (JSON and markdown) after every measurement, so a run cut short still reports.
 
@@ -167,18 +168,25 @@ def _with_graphs(torch: Any, engine: Any, args: Any, report: dict[str, Any], sav
     report["cuda_graphs"] = graphs
     capture = args.device.startswith("cuda")  # on a CPU: the same static step, run eagerly
     label = "graphs" if capture else "static, eager"
+    state = engine.loop.state
     try:
-        eager = greedy_codes()
+        exact = greedy_codes()
+        state.run = lambda rows, span: type(state).run(state, rows, state.span_bucket(span))  # type: ignore[method-assign]
+        try:
+            padded = greedy_codes()  # eager at the spans the graphs read
+        finally:
+            del state.run
         engine.loop.wait_idle(timeout=60)
         graphs["capture_s"] = engine.loop.capture_graphs() if capture else 0.0
+        graphs["graphs"] = state.graph_count
         captured = greedy_codes()
-        n = min(len(eager), len(captured))
-        same = int((eager[:n] == captured[:n]).all(dim=1).long().cumprod(0).sum())
-        graphs["greedy_codes_equal_frames"] = f"{same} of {n}"
+        graphs["greedy_codes_equal_frames"] = _equal_frames(padded, captured)  # same shapes: bit for bit
+        graphs["greedy_codes_equal_frames_vs_exact_span"] = _equal_frames(exact, captured)
+        graphs["padded_vs_exact_span_equal_frames"] = _equal_frames(exact, padded)
     except Exception as exc:
         logging.exception("CUDA graph capture failed")
         graphs["error"] = f"{type(exc).__name__}: {exc}"
-        engine.loop.state.drop_graphs()
+        state.drop_graphs()
         return
     save()
     for n in [int(x) for x in args.graph_levels.split(",")]:
@@ -189,6 +197,12 @@ def _with_graphs(torch: Any, engine: Any, args: Any, report: dict[str, Any], sav
         report["levels"].append(level)
         logging.info("graphs %s: %s", n, json.dumps(level))
         save()
+
+
+def _equal_frames(a: Any, b: Any) -> str:
+    """Frames equal before the first difference, of those both have."""
+    n = min(len(a), len(b))
+    return f"{int((a[:n] == b[:n]).all(dim=1).long().cumprod(0).sum())} of {n}"
 
 
 def request(engine: Any, seed: int, frames: int, *, greedy: bool = False) -> Any:

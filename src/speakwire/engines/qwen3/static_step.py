@@ -13,7 +13,8 @@ out, so no state is gathered and no index is sent from the host. What the host d
   draws each sampling row's noise for the frame in one ``exponential_`` from the row's own generator
   into ``noise`` (15 code-predictor draws, then the talker's, in the order the package draws them);
 * runs the step (``_body``: code predictor, codes read back into the talker, one talker decode,
-  sampling) or replays its CUDA graph;
+  sampling) over the positions the rows hold, or replays the CUDA graph of its batch bucket and span bucket
+  (``spans_for``: the positions a graph reads are fixed when it is captured);
 * reads back one small tensor, ``out`` (the frame's 16 codes and the next code per slot).
 
 The talker decode is written out here, with the package's weights and the package's arithmetic, in as few
@@ -53,12 +54,29 @@ from speakwire.engines.qwen3.sampling import MIN_NEW_TOKENS, RowSampling
 logger = logging.getLogger(__name__)
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+SPAN_FLOOR = 256
+"""The shortest span a graph reads; the span buckets double from here up to the cache's length (``spans_for``).
+
+Why buckets: a graph reads a fixed number of key positions. One graph per batch over the whole cache (4,096)
+made every step read every slot's whole cache (28 GiB at 64 rows on 0.6B, an H200's 6 ms per step before any
+math) and its masked attention, over other shapes than the eager step's, rounded differently: on an H200 the
+graphed greedy codes left the eager ones after 1 frame of 40 (``bench/results/qwen3-gpu-h200/s13``)."""
 TOPK_CAP = 64
 """Largest top-k a graphed step takes (the package's defaults are 50 for both stages)."""
 
 
 def buckets_for(slots: int) -> tuple[int, ...]:
     return (*(b for b in BUCKETS if b < slots), slots)
+
+
+def spans_for(max_len: int) -> tuple[int, ...]:
+    """The spans graphs are captured at: ``SPAN_FLOOR`` doubled while below ``max_len``, then ``max_len``."""
+    spans: list[int] = []
+    span = SPAN_FLOOR
+    while span < max_len:
+        spans.append(span)
+        span *= 2
+    return (*spans, max_len)
 
 
 class StaticStep:
@@ -88,6 +106,7 @@ class StaticStep:
         hidden = int(config.hidden_size)
         c = self.codebooks
         self.buckets = buckets_for(slots)
+        self.spans = spans_for(cache.max_len)
 
         def zeros(*shape: int, dtype: Any = torch.float32) -> Any:
             return torch.zeros(shape, dtype=dtype, device=device)
@@ -162,7 +181,8 @@ class StaticStep:
         if str(device).startswith("cuda"):
             self._host = torch.zeros((slots, c + 1), dtype=long, pin_memory=True)
             self._event = torch.cuda.Event()  # type: ignore[no-untyped-call]
-        self._graphs: dict[int, Any] = {}
+        self._graphs: dict[tuple[int, int], Any] = {}
+        """(batch bucket, span bucket) -> its CUDA graph."""
         self._active_slots: tuple[int, ...] = ()
 
     # ----- admission -------------------------------------------------------------------------------
@@ -214,6 +234,9 @@ class StaticStep:
         top = max(slots) + 1
         return min(b for b in self.buckets if b >= top)
 
+    def span_bucket(self, span: int) -> int:
+        return min((s for s in self.spans if s >= span), default=self.spans[-1])
+
     def run(self, rows: list[tuple[int, Any, RowSampling, Any]], span: int) -> tuple[Any, Any]:
         """Step the rows ``(slot, text embedding (1, 1, D), sampling, generator)``; ``span`` positions are read.
 
@@ -244,7 +267,7 @@ class StaticStep:
                 noise[split:].exponential_(1, generator=generator)
             graphable = graphable and self.graphable(sampling)
         bucket = self.bucket(slots)
-        graph = self._graphs.get(bucket) if graphable else None
+        graph = self._graphs.get((bucket, self.span_bucket(span))) if graphable else None
         if graph is not None:
             graph.replay()
         else:
@@ -262,36 +285,45 @@ class StaticStep:
         return host.numpy()
 
     def capture(self) -> float:
-        """Record the step of every bucket as a CUDA graph (at load, while no row runs); returns the seconds."""
+        """Record the step of every batch and span bucket as a CUDA graph (at load, while no row runs); seconds.
+
+        A graph of span ``s`` is the eager step at span ``s``: the same ops on the same shapes. A step whose
+        rows hold fewer positions replays it; the positions past a row's length are masked either way.
+        """
         torch = self._torch
         started = time.perf_counter()
         self.active.fill_(False)
         self._active_slots = ()
+        shapes = sorted(((b, s) for b in self.buckets for s in self.spans), reverse=True)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            for bucket in self.buckets:
+            for bucket, span in shapes:
                 for _ in range(2):
-                    self._body(bucket, self._cache.max_len, True)
+                    self._body(bucket, span, True)
         torch.cuda.current_stream().wait_stream(side)
-        graphs: dict[int, Any] = {}
+        graphs: dict[tuple[int, int], Any] = {}
         pool = None
-        for bucket in sorted(self.buckets, reverse=True):  # the largest first; the others share its memory pool
+        for shape in shapes:  # the largest first; the others share its memory pool
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):  # code2wav may run
-                self._body(bucket, self._cache.max_len, True)
+                self._body(*shape, True)
             pool = graph.pool()
-            graphs[bucket] = graph
+            graphs[shape] = graph
         torch.cuda.synchronize()
-        self._graphs = graphs  # only once every bucket is captured
+        self._graphs = graphs  # only once every shape is captured
         seconds = time.perf_counter() - started
-        logger.info("qwen3: captured the loop step as CUDA graphs for batches %s in %.2f s", list(self.buckets),
-                    seconds)  # fmt: skip
+        logger.info("qwen3: captured the loop step as %d CUDA graphs (batches %s × spans %s) in %.2f s", len(graphs),
+                    list(self.buckets), list(self.spans), seconds)  # fmt: skip
         return seconds
 
     @property
     def captured(self) -> bool:
         return bool(self._graphs)
+
+    @property
+    def graph_count(self) -> int:
+        return len(self._graphs)
 
     def drop_graphs(self) -> None:
         """Back to the eager step (after a failed capture, say)."""
