@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--insecure", action="store_true", help="Allow a non-loopback host without an API key.")
     p.add_argument("--public-metrics", action="store_true", help="With --api-key: leave /metrics and /docs open.")
     p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction,
-                   help="Qwen3 on CUDA: capture the loop step as one CUDA graph per batch bucket at load "
+                   help="Qwen3 on CUDA: capture the loop step as one CUDA graph per batch and span bucket at load "
                    "(default: on with CUDA; --no-cuda-graphs runs it eagerly).")  # fmt: skip
     p.add_argument("--max-batch", type=int, help="Qwen3: utterances generating at once (default: memory budget, ≤ 64).")
     p.add_argument("--workers", type=int, help="Engine worker threads (default: one per core; Qwen3: one per slot).")

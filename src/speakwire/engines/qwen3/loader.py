@@ -45,7 +45,7 @@ def load_qwen3_engine(
             at most 64.
         max_len: Talker positions per utterance (prompt + frames); default 4096.
         cuda_graphs: On CUDA, capture the loop's static step (talker decode, code predictor, sampling) as
-            one CUDA graph per batch bucket before returning (so before the server's warm-up and /ready);
+            one CUDA graph per batch and span bucket before returning (so before the server's warm-up and /ready);
             None (the default) = on for CUDA. A failed capture logs and leaves the step eager.
         decode_batch: Most windows in one code2wav call; default on CUDA: what the memory left after the
             loop holds (measured with one window's decode at load, logged), on CPU ``CPU_MAX_WINDOWS``.
