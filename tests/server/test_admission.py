@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
+from typing import Any
 
 import httpx
 import pytest
@@ -133,3 +135,49 @@ def test_text_over_the_stream_buffer_but_within_max_input_chars_is_spoken_and_gi
     assert after.status_code == 200, after.text
     assert status == 200, first
     assert first
+
+
+class _FirstStartFails:
+    """The transport of the first ``/v1/audio/speech`` response breaks before its first byte: every send of that
+    request raises, as a socket reset under the response's start would."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.failed = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.app, name)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/v1/audio/speech" or self.failed:
+            await self.app(scope, receive, send)
+            return
+        self.failed += 1
+
+        async def broken(message: Any) -> None:
+            raise OSError("connection reset before the response started")
+
+        with contextlib.suppress(OSError):
+            await self.app(scope, receive, broken)
+
+
+def test_a_streamed_body_that_never_starts_gives_its_slot_back(piper_engine: PiperEngine) -> None:
+    # The body generator owns the admission, but a generator closed before its first step runs none of its code:
+    # before the response released it itself, a start that failed held the only slot for good (429 ever after).
+    broken: list[_FirstStartFails] = []
+
+    def wrap(app: Any) -> Any:
+        broken.append(_FirstStartFails(app))
+        return broken[0]
+
+    live = start_server(Settings(max_streams=1), engine=piper_engine, wrap=wrap)
+    try:
+        body = {"input": LONG, "stream_format": "audio"}
+        lost = httpx.post(f"{live.url}/v1/audio/speech", json=body, timeout=30)
+        assert lost.status_code == 500  # uvicorn's own answer to an app that never started its response
+        assert broken[0].failed == 1
+        assert _wait_until_idle(live) == 0, "the admission of the response that never started was not released"
+        after = httpx.post(f"{live.url}/v1/audio/speech", json={"input": "Is the slot free?"}, timeout=60)
+        assert after.status_code == 200, after.text
+    finally:
+        live.stop()

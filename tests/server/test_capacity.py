@@ -223,7 +223,7 @@ async def test_past_the_live_limit_new_streams_are_refused_early_and_the_admitte
         # bounded steps (``MAX_STEP``, ``SAMPLE_WEIGHT``): seven samples, 28 s of audio, before a second stream
         # would fit, and the holder makes ~16 s.
         workers = capacity.workers
-        slow = WorkWindow(4.0, WorkUsage(busy_thread_s=workers * 8.0, busy_s=8.0))
+        slow = WorkWindow(WorkUsage(busy_thread_s=workers * 8.0, busy_s=8.0, audio_s=4.0))
         for _ in range(200):
             capacity.observe(slow)
         assert capacity.streams == 1 and capacity.real_time_streams == live_capacity.MIN_REAL_TIME_STREAMS

@@ -24,13 +24,14 @@ def _warm_up(real_time_streams: float = 6.5) -> cap.Capacity:
 
 def _saturated(real_time_streams: float, *, seconds: float = 2.0, underruns: int = 0, late: int = 0) -> WorkWindow:
     """``seconds`` with both workers busy, making ``real_time_streams`` audio seconds per second."""
-    usage = WorkUsage(busy_thread_s=WORKERS * seconds, busy_s=seconds, late_starts=late)
-    return WorkWindow(real_time_streams * seconds, usage, underruns)
+    usage = WorkUsage(busy_thread_s=WORKERS * seconds, busy_s=seconds, late_starts=late,
+                      audio_s=real_time_streams * seconds)  # fmt: skip
+    return WorkWindow(usage, underruns)
 
 
 def _one_worker(real_time_streams: float, *, seconds: float = 2.0) -> WorkWindow:
     """``seconds`` with one of the two workers busy, at a per-worker speed of ``real_time_streams / 2``."""
-    return WorkWindow(real_time_streams / WORKERS * seconds, WorkUsage(busy_thread_s=seconds, busy_s=seconds))
+    return WorkWindow(WorkUsage(busy_thread_s=seconds, busy_s=seconds, audio_s=real_time_streams / WORKERS * seconds))
 
 
 def test_it_starts_from_the_warm_up_figure_and_says_so() -> None:
@@ -69,7 +70,7 @@ def test_short_utterances_add_up_to_one_sample_and_idle_time_changes_nothing() -
     short = _saturated(12.0, seconds=0.1)  # 1.2 s of audio: a short reply
     assert not estimate.observe(short)
     assert not estimate.observe(short)
-    assert not estimate.observe(WorkWindow(0.0, WorkUsage()))  # idle: nothing made, nobody busy
+    assert not estimate.observe(WorkWindow(WorkUsage()))  # idle: nothing made, nobody busy
     assert (estimate.samples, estimate.real_time_streams, estimate.source) == (0, 6.5, "warm-up")
     assert not estimate.observe(short)
     assert estimate.observe(short)  # 4.8 s of audio: one sample, of 12 real-time streams
@@ -80,7 +81,7 @@ def test_a_window_that_spans_idle_time_measures_only_the_busy_part() -> None:
     """Idle seconds are not in ``busy_s``: a burst of work after a quiet minute reads as the burst's speed."""
     quiet_then_busy = LiveCapacity(_warm_up(10.0))
     busy = LiveCapacity(_warm_up(10.0))
-    quiet_then_busy.observe(WorkWindow(0.0, WorkUsage()))
+    quiet_then_busy.observe(WorkWindow(WorkUsage()))
     quiet_then_busy.observe(_saturated(12.0))
     busy.observe(_saturated(12.0))
     assert quiet_then_busy.real_time_streams == busy.real_time_streams > 10.0
@@ -102,7 +103,8 @@ def test_work_on_one_of_two_workers_extrapolates_with_the_weight_of_a_loaded_sam
 def test_a_sample_with_fewer_than_half_the_workers_busy_moves_the_estimate_less() -> None:
     def on_four(busy: int) -> LiveCapacity:
         estimate = LiveCapacity(cap.derive(operator_limit=None, engine_limit=None, workers=4, measured=(6.5, 1.0)))
-        assert estimate.observe(WorkWindow(13.0 / 4 * busy * 2, WorkUsage(busy_thread_s=2.0 * busy, busy_s=2.0)))
+        usage = WorkUsage(busy_thread_s=2.0 * busy, busy_s=2.0, audio_s=13.0 / 4 * busy * 2)
+        assert estimate.observe(WorkWindow(usage))
         assert estimate.real_time_streams is not None
         return estimate
 
@@ -124,7 +126,7 @@ def test_a_lone_stream_that_stalls_does_not_lower_the_correction() -> None:
     """At a limit of one stream there is nothing to shed: the stalls are the machine's, not admission's."""
     estimate = LiveCapacity(_warm_up(0.66))
     for _ in range(5):
-        assert estimate.observe(WorkWindow(4.0, WorkUsage(busy_thread_s=12.0, busy_s=6.0), underruns=1))
+        assert estimate.observe(WorkWindow(WorkUsage(busy_thread_s=12.0, busy_s=6.0, audio_s=4.0), underruns=1))
     assert (estimate.streams, estimate.correction, estimate.hurt_samples) == (1, 1.0, 5)
 
 
@@ -136,7 +138,7 @@ def test_it_stays_within_its_bounds() -> None:
     assert fast.streams == int(cap.MAX_STREAMS * cap.ADMISSION_SHARE)
     slow = LiveCapacity(_warm_up(6.5))
     for _ in range(60):
-        slow.observe(WorkWindow(4.0, WorkUsage(busy_thread_s=2e4, busy_s=1e4)))
+        slow.observe(WorkWindow(WorkUsage(busy_thread_s=2e4, busy_s=1e4, audio_s=4.0)))
     assert slow.real_time_streams == live.MIN_REAL_TIME_STREAMS
     assert slow.streams == 1  # one stream is always admitted
 
@@ -166,7 +168,7 @@ def test_only_work_with_half_the_workers_busy_or_more_undoes_a_correction() -> N
     for estimate in (two, four):
         estimate.observe(_saturated(13.0, underruns=1))
         assert estimate.correction == live.HURT_FACTOR
-        estimate.observe(WorkWindow(4.0, WorkUsage(busy_thread_s=1.0, busy_s=1.0)))  # one worker busy
+        estimate.observe(WorkWindow(WorkUsage(busy_thread_s=1.0, busy_s=1.0, audio_s=4.0)))  # one worker busy
     assert two.correction == pytest.approx(live.HURT_FACTOR + live.RECOVERY_STEP)
     assert four.correction == live.HURT_FACTOR
 
@@ -175,10 +177,10 @@ def test_a_hurt_sample_from_a_half_idle_server_neither_lowers_nor_raises_the_lim
     """Underruns and late starts with one worker of four busy are not for want of workers (a client that paused,
     a reader that parked its stream, a blip of the VM): only a loaded server's hurt says the limit is too high."""
     four = LiveCapacity(cap.derive(operator_limit=None, engine_limit=None, workers=4, measured=(13.0, 1.0)))
-    quiet_but_hurt = WorkWindow(4.0, WorkUsage(busy_thread_s=1.0, busy_s=1.0, late_starts=3), underruns=2)
+    quiet_but_hurt = WorkWindow(WorkUsage(busy_thread_s=1.0, busy_s=1.0, late_starts=3, audio_s=4.0), underruns=2)
     assert four.observe(quiet_but_hurt)
     assert (four.correction, four.hurt_samples, four.samples) == (1.0, 0, 1)
-    half = WorkWindow(4.0, WorkUsage(busy_thread_s=2.0, busy_s=1.0, late_starts=1))  # two of four: loaded
+    half = WorkWindow(WorkUsage(busy_thread_s=2.0, busy_s=1.0, late_starts=1, audio_s=4.0))  # two of four: loaded
     four.observe(half)
     assert (four.correction, four.hurt_samples) == (live.HURT_FACTOR, 1)
 
@@ -207,14 +209,14 @@ def test_without_a_warm_up_a_far_extrapolated_sample_is_not_the_first_figure_and
     """One worker of four busy would be extrapolated fourfold: not enough to set a figure nothing bounds."""
     four = cap.derive(operator_limit=None, engine_limit=None, workers=4, measured=None)
     estimate = LiveCapacity(four)
-    one_of_four = WorkWindow(10.0, WorkUsage(busy_thread_s=1.0, busy_s=1.0))  # 10 audio s/s on one worker: "40"
+    one_of_four = WorkWindow(WorkUsage(busy_thread_s=1.0, busy_s=1.0, audio_s=10.0))  # 10 audio s/s on one worker: "40"
     assert not estimate.observe(one_of_four)  # set aside, not held: the next sample is not mixed with it
     assert (estimate.real_time_streams, estimate.samples, estimate.streams) == (None, 0, cap.DEFAULT_STREAMS)
     assert estimate.source == "default"
-    loaded = WorkWindow(11.0, WorkUsage(busy_thread_s=4.0, busy_s=1.0))  # every worker busy: 11
+    loaded = WorkWindow(WorkUsage(busy_thread_s=4.0, busy_s=1.0, audio_s=11.0))  # every worker busy: 11
     assert estimate.observe(loaded)
     assert (estimate.real_time_streams, estimate.samples, estimate.source) == (11.0, 1, "measured-live")
-    estimate.observe(WorkWindow(1000.0, WorkUsage(busy_thread_s=4.0, busy_s=1.0)))  # an outlier
+    estimate.observe(WorkWindow(WorkUsage(busy_thread_s=4.0, busy_s=1.0, audio_s=1000.0)))  # an outlier
     assert estimate.real_time_streams is not None
     assert 11.0 < estimate.real_time_streams <= 11.0 * live.MAX_STEP
 
@@ -223,4 +225,4 @@ def test_bad_input_is_refused_with_a_clear_error() -> None:
     with pytest.raises(ValueError, match="admission must be one of live, fixed"):
         LiveCapacity(_warm_up(), admission="sometimes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="cannot be negative"):
-        LiveCapacity(_warm_up()).observe(WorkWindow(-1.0, WorkUsage()))
+        LiveCapacity(_warm_up()).observe(WorkWindow(WorkUsage(audio_s=-1.0)))

@@ -5,7 +5,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import uvicorn
@@ -57,13 +59,17 @@ def start_server(
     engine: Engine | None = None,
     ready_timeout: float = 60,
     measured_capacity: bool = False,
+    wrap: Callable[[Any], Any] | None = None,
 ) -> LiveServer:
+    """``wrap``: an ASGI layer put around the whole app (outside every middleware), as a transport would see it;
+    it must pass attribute reads (``state``) through to the app."""
     settings = settings or Settings()
     if settings.max_streams is None and not measured_capacity:
         settings.max_streams = TEST_MAX_STREAMS
     settings.host, settings.port = "127.0.0.1", free_port()
     app = create_app(settings, engine=engine)
-    server = uvicorn.Server(uvicorn_config(app, host=settings.host, port=settings.port, log_level="warning"))
+    served = app if wrap is None else wrap(app)
+    server = uvicorn.Server(uvicorn_config(served, host=settings.host, port=settings.port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="speakwire-test-server", daemon=True)
     thread.start()
     live = LiveServer(settings, server, thread)

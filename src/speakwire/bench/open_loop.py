@@ -412,7 +412,7 @@ def ab_markdown(result: dict[str, Any]) -> str:
         "",
         f"{machine['os']}, {machine['cpu_count']} CPUs, load average at start {machine['load_average_at_start']}, "
         f"at end {machine.get('load_average_end')}.",
-        f"100% = {result['hundred_pct_real_time_streams']} real-time streams: the mean of "
+        f"100% = {result['hundred_pct_real_time_streams']} real-time streams: the highest of "
         + ", ".join(f"{name} {s['real_time_streams']}" for name, s in result["saturation"].items())
         + " measured with "
         + ", ".join(f"{s['streams']}" for s in result["saturation"].values())

@@ -37,7 +37,7 @@ def streamed_response(
             async for data in body:
                 yield data
 
-    return StallingResponse(owning(), stall, media_type=media_type, headers=headers)
+    return StallingResponse(owning(), stall, media_type=media_type, headers=headers, release=admitted.close)
 
 
 def streamed_audio(
@@ -49,7 +49,9 @@ def streamed_audio(
     headers: Mapping[str, str] | None = None,
 ) -> StallingResponse:
     """The encoded stream of ``out`` as a streamed response that owns its admission (``audio_bytes``)."""
-    return StallingResponse(audio_bytes(out, admitted), stall, media_type=media_type, headers=headers)
+    return StallingResponse(
+        audio_bytes(out, admitted), stall, media_type=media_type, headers=headers, release=admitted.close
+    )
 
 
 async def audio_bytes(out: AudioOut, admitted: Admitted) -> AsyncIterator[bytes]:

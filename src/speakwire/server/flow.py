@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.responses import StreamingResponse
@@ -114,6 +114,10 @@ class StallingResponse(StreamingResponse):
     When a write stalls the body is cut short: the body's iterator is closed at once (its ``finally``
     gives the utterance's slot back) and the app returns without the final empty part, so uvicorn closes
     the connection and the client sees an incomplete body, never one that looks complete.
+
+    ``release`` (idempotent) runs however the response ends, also when the body never started: a
+    generator closed before its first step runs none of its code, so an admission held inside it would
+    never be given back (the start message's write stalled, or failed).
     """
 
     def __init__(
@@ -124,9 +128,11 @@ class StallingResponse(StreamingResponse):
         media_type: str | None = None,
         headers: Mapping[str, str] | None = None,
         status_code: int = 200,
+        release: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(content, status_code=status_code, headers=headers, media_type=media_type)
         self._stall = stall
+        self._release = release
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stall = self._stall
@@ -141,6 +147,9 @@ class StallingResponse(StreamingResponse):
             if close is not None:
                 await close()
             stall.noticed("ending the response body")
+        finally:
+            if self._release is not None:
+                self._release()
 
 
 def file_response(

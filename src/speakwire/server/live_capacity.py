@@ -89,19 +89,22 @@ it may lower the correction (hurt) or raise it back (clean), and, with no figure
 class WorkWindow:
     """What the server did between two reads."""
 
-    audio_s: float
-    """Audio the workers made (``WorkUsage.audio_s``: per engine chunk, so cancelled audio counts too)."""
     usage: WorkUsage
-    """The engine threads' busy time and late starts (``Scheduler.usage``, the difference of two)."""
+    """The engine threads' busy time, late starts and audio (``Scheduler.usage``, the difference of two)."""
     underruns: int = 0
     """Audio that reached a listener after the audio before it had run out (``Utterance``'s playback clock)."""
+
+    @property
+    def audio_s(self) -> float:
+        """Audio the workers made (``WorkUsage.audio_s``: per engine chunk, so cancelled audio counts too)."""
+        return self.usage.audio_s
 
     def __add__(self, other: WorkWindow) -> WorkWindow:
         a, b = self.usage, other.usage
         usage = WorkUsage(
             a.busy_thread_s + b.busy_thread_s, a.busy_s + b.busy_s, a.late_starts + b.late_starts, a.audio_s + b.audio_s
         )
-        return WorkWindow(self.audio_s + other.audio_s, usage, self.underruns + other.underruns)
+        return WorkWindow(usage, self.underruns + other.underruns)
 
     @property
     def hurt(self) -> bool:
@@ -109,7 +112,7 @@ class WorkWindow:
         return self.underruns > 0 or self.usage.late_starts > 0
 
 
-EMPTY_WINDOW = WorkWindow(0.0, WorkUsage())
+EMPTY_WINDOW = WorkWindow(WorkUsage())
 
 
 class LiveCapacity:

@@ -262,7 +262,7 @@ class ServerState:
         underruns, usage = metrics.underruns_heard, pipeline.scheduler.usage()
         self._counted = (underruns, usage)
         work = usage.since(counted[1])
-        capacity.observe(WorkWindow(work.audio_s, work, underruns - counted[0]))
+        capacity.observe(WorkWindow(work, underruns - counted[0]))
         pipeline.max_streams = capacity.streams  # every time, so admission never acts on a stale limit
 
     @contextmanager
