@@ -208,12 +208,14 @@ def uvicorn_config(app: Any, *, host: str, port: int, log_level: str) -> uvicorn
 
     No permessage-deflate: audio frames do not compress (PCM saved 0.1 %) and zlib ran on the event loop,
     tripling its CPU per PCM utterance (7.4 → 21.8 ms); a client that offers the extension gets none.
+    WebSockets through ``websockets-sansio`` (uvicorn's ``auto`` since 0.50, named so an older or newer default
+    cannot change it): an idle session's cost (~37 KiB, ``bench/idle_sessions.py``) was measured on it.
     """
     import uvicorn
 
     return uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, log_config=uvicorn_log_config(), ws_ping_interval=20,
-        ws_ping_timeout=20, ws_per_message_deflate=False, timeout_graceful_shutdown=10,
+        app, host=host, port=port, log_level=log_level, log_config=uvicorn_log_config(), ws="websockets-sansio",
+        ws_ping_interval=20, ws_ping_timeout=20, ws_per_message_deflate=False, timeout_graceful_shutdown=10,
     )  # fmt: skip
 
 
