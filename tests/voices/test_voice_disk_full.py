@@ -8,7 +8,10 @@ its database. Mounting needs root (CAP_SYS_ADMIN); elsewhere these tests skip, s
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -19,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 from voice_testing import upload, wav_clip
+from websockets.asyncio.client import connect
 
 from speakwire.engines.piper import PiperEngine
 from speakwire.settings import Settings
@@ -169,3 +173,34 @@ def test_a_delete_on_a_full_disk_answers_507_and_keeps_the_voice_whole(server: L
     space_back(disk)
     assert httpx.delete(f"{server.url}/v1/audio/voices/stays").status_code == 200
     assert "stays" not in [voice["name"] for voice in library_state(server, disk)[0]]
+
+
+def test_a_websocket_voice_add_on_a_full_disk_is_an_insufficient_storage_error_and_the_session_goes_on(
+    server: LiveServer, disk: Path
+) -> None:
+    """Baseten's ``voice.add`` on the speech stream saves through the same library: a full disk is its ``error``
+    event with the same reason (``insufficient_storage``, as the HTTP routes' 507), nothing is kept, and the
+    same socket then lists the library and, once there is room, saves the voice."""
+    clip = base64.b64encode(wav_clip(CLIP_S, seed=3)).decode()
+    add = {"type": "voice.add", "name": "socket-voice", "consent": "Recorded and agreed.", "audio_data": clip}
+    before = library_state(server, disk)
+    leave_free(disk, 0)
+
+    async def exchange() -> list[dict[str, object]]:
+        replies = []
+        async with connect(server.ws_url, max_size=None) as ws:
+            for message in (add, {"type": "voice.list"}):
+                await ws.send(json.dumps(message))
+                replies.append(json.loads(await asyncio.wait_for(ws.recv(), 60)))
+            space_back(disk)
+            await ws.send(json.dumps(add))
+            replies.append(json.loads(await asyncio.wait_for(ws.recv(), 60)))
+        return replies
+
+    full, listed, saved = asyncio.run(exchange())
+    assert (full["type"], full["code"], full["success"]) == ("error", "insufficient_storage", False), full
+    assert "is full" in str(full["message"]) and "Free some space" in str(full["message"])
+    assert listed["type"] == "voice.listed"
+    assert (saved["type"], saved["success"]) == ("voice.added", True), saved
+    listing, _ = library_state(server, disk)
+    assert [v["name"] for v in listing] == [v["name"] for v in before[0]] + ["socket-voice"]

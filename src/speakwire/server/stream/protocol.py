@@ -286,7 +286,7 @@ def voices_listed(catalogue: dict[str, Any]) -> dict[str, Any]:
 
 
 VOICE_ERROR_CODES = {400: "invalid_voice", 404: "voice_not_found", 409: "voice_exists", 413: "too_large",
-                     503: "not_ready"}  # fmt: skip
+                     503: "not_ready", 507: "insufficient_storage"}  # fmt: skip
 
 
 def voice_error(request: str, exc: SpeakwireError) -> dict[str, Any]:
