@@ -6,9 +6,11 @@ returns the pipeline hooks that feed these metrics for one protocol.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -74,6 +76,11 @@ class SpeechMetrics:
         """Underruns over every protocol, for the live capacity estimate (``ServerState.refresh_capacity``
         reads them on the loop, where the observers write them; the audio made it reads from the scheduler,
         counted per engine chunk)."""
+
+        # what leaks would show first: the process's descriptors and memory (prometheus_client's process_*),
+        # the event loop's tasks and the threads, each back to its idle count once the streams are done
+        ProcessCollector(registry=r)
+        r.register(_RuntimeCollector())
 
     def watch_engine(self, engine: object) -> None:
         """Export a batched engine's own counters (``engine_metrics()``: slots, steps, batch, code2wav)."""
@@ -186,3 +193,18 @@ class _AlignerCollector(Collector):
                                      "longer than their bound.", labels=["engine", "aligner"])  # fmt: skip
         family.add_metric([self._engine, self._aligner.aligner.name], float(self._aligner.timed_out))
         yield family
+
+
+class _RuntimeCollector(Collector):
+    """``speakwire_event_loop_tasks`` (the asyncio tasks of the loop serving the scrape; left out when rendered off
+    the loop) and ``speakwire_threads``: each session holds a task or two and no thread, so a count that stays up
+    after the streams are done is a leak."""
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            tasks = len(asyncio.all_tasks())
+        except RuntimeError:  # no running loop: rendered from another thread
+            pass
+        else:
+            yield GaugeMetricFamily("speakwire_event_loop_tasks", "asyncio tasks on the event loop.", value=tasks)
+        yield GaugeMetricFamily("speakwire_threads", "Threads in the process.", value=threading.active_count())

@@ -1,0 +1,74 @@
+"""/metrics shows what a leak would raise first: the event loop's tasks, the threads, the process's descriptors and
+memory; over a real loopback server, each is back to its idle count once a mix of streams is done."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from websockets.asyncio.client import connect
+
+from speakwire.engines.piper import PiperEngine
+from support.live_server import LiveServer, start_server
+
+RUNTIME = ("speakwire_event_loop_tasks", "speakwire_threads", "process_open_fds")
+
+
+@pytest.fixture(scope="module")
+def live(piper_engine: PiperEngine) -> Iterator[LiveServer]:
+    server = start_server(engine=piper_engine)
+    yield server
+    server.stop()
+
+
+def scrape(live: LiveServer) -> dict[str, float]:
+    text = httpx.get(f"{live.url}/metrics", timeout=10).text
+    return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+async def ws_stream(live: LiveServer, text: str) -> int:
+    audio = 0
+    async with connect(f"{live.ws_url}") as ws:
+        await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
+        await ws.send(json.dumps({"type": "input.text", "text": text}))
+        await ws.send(json.dumps({"type": "input.done"}))
+        async for message in ws:
+            if isinstance(message, bytes):
+                audio += len(message)
+            elif json.loads(message)["type"] == "session.done":
+                break
+    return audio
+
+
+async def http_stream(live: LiveServer, text: str) -> int:
+    body = {"input": text, "voice": "alloy", "response_format": "pcm", "stream_format": "audio"}
+    async with httpx.AsyncClient(timeout=60) as client:
+        response = await client.post(f"{live.url}/v1/audio/speech", json=body)
+    assert response.status_code == 200, response.text
+    return len(response.content)
+
+
+def test_the_runtime_gauges_are_scraped_and_return_to_their_idle_counts_after_streams(live: LiveServer) -> None:
+    idle = scrape(live)
+    assert all(name in idle for name in RUNTIME), sorted(idle)
+    assert idle["speakwire_event_loop_tasks"] >= 1 and idle["speakwire_threads"] >= 1
+    assert idle["process_resident_memory_bytes"] > 0
+
+    async def mix() -> list[int]:
+        texts = ["Hello there.", "A second stream, a little longer than the first.", "Third."]
+        return await asyncio.gather(*(ws_stream(live, t) for t in texts), *(http_stream(live, t) for t in texts))
+
+    assert all(size > 0 for size in asyncio.run(mix()))
+    deadline = time.monotonic() + 15
+    while True:
+        after = scrape(live)
+        settled = all(after[name] == idle[name] for name in RUNTIME)
+        if settled or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert {name: after[name] for name in RUNTIME} == {name: idle[name] for name in RUNTIME}
