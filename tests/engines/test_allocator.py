@@ -29,6 +29,8 @@ def test_a_releaser_over_its_budget_trims_before_its_interval() -> None:
     assert releaser.maybe_release() is True
     assert releaser.releases == 1
     grown.close()
+    releaser.close()  # the first call armed an hour's timer: its thread ends here, not with the session
+    assert not any(t.name == "speakwire-memory-release" and t.is_alive() for t in threading.enumerate())
 
 
 def test_once_calls_stop_one_trim_follows_the_last() -> None:

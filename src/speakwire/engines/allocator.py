@@ -210,6 +210,15 @@ class MemoryReleaser:
                 self._arm(self.interval_s)
         return False
 
+    def close(self) -> None:
+        """Cancel the pending trim (its timer thread ends now); later calls arm a new one."""
+        with self._lock:
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            if timer is not threading.current_thread():
+                timer.join(timeout=5)
+
     def _arm(self, wait: float) -> None:
         self._timer = threading.Timer(wait, self._on_timer)
         self._timer.daemon = True

@@ -294,7 +294,7 @@ class PiperEngine:
         return id_samples, len(audio), iter((audio,))
 
     def close(self) -> None:
-        pass
+        self._releaser.close()  # no timer thread outlives the engine
 
 
 def _session_options(options: PiperOptions, *, arena: bool) -> onnxruntime.SessionOptions:
