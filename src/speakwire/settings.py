@@ -70,7 +70,7 @@ class Settings:
     """Qwen3: most utterances generating at once (KV slots); None = what the memory budget allows, ≤ 64."""
     cuda_graphs: bool | None = None
     """Qwen3 on CUDA: capture the whole loop step (talker decode, code predictor, sampling) per batch and span bucket as
-    one CUDA graph each at load. None = on wherever the device is CUDA (it gives exactly the eager codes);
+    one CUDA graph each at load. None = on wherever the device is CUDA (the eager step's codes at the same spans);
     False = eager (``--no-cuda-graphs``). No effect on CPU, where the same static step runs eagerly."""
     api_key: str | None = None
     insecure: bool = False

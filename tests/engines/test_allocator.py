@@ -29,8 +29,11 @@ def test_a_releaser_over_its_budget_trims_before_its_interval() -> None:
     assert releaser.maybe_release() is True
     assert releaser.releases == 1
     grown.close()
-    releaser.close()  # the first call armed an hour's timer: its thread ends here, not with the session
-    assert not any(t.name == "speakwire-memory-release" and t.is_alive() for t in threading.enumerate())
+    timer = releaser._timer
+    assert timer is not None and timer.is_alive()  # the first call armed an hour's timer
+    releaser.close()  # its thread ends here, not with the session
+    assert releaser._timer is None and not timer.is_alive()
+    assert releaser.maybe_release() is False and releaser._timer is None  # closed: nothing is armed again
 
 
 def test_once_calls_stop_one_trim_follows_the_last() -> None:

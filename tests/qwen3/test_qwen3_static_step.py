@@ -120,18 +120,20 @@ def test_the_static_step_gives_exactly_the_codes_of_the_eager_step(engine: Any) 
 
 def test_a_step_over_its_span_bucket_gives_the_codes_of_its_own_span(engine: Any) -> None:
     """What a CUDA graph reads: the positions of its span bucket (``spans_for``), not the rows' own. Run at the
-    bucketed spans, the mix gets the codes it gets at its own spans; a span past the last bucket is the cache's."""
+    bucketed spans, the mix gets the codes it gets at its own spans; past the cache's length there is no bucket."""
     state = engine.loop.state
     assert state.spans[-1] == engine.loop.talker.cache.max_len
     assert [state.span_bucket(n) for n in (1, 256, 257, state.spans[-1])] == [
         256, 256, min(512, state.spans[-1]), state.spans[-1]
     ]  # fmt: skip
+    with pytest.raises(ValueError, match="past the cache"):
+        state.span_bucket(state.spans[-1] + 1)
     specs = _mix()
     own = run_mix(engine, specs, static=True)
-    spans: list[int] = []
+    spans: list[tuple[int, int]] = []
 
     def bucketed(rows: Any, span: int) -> Any:
-        spans.append(state.span_bucket(span))
+        spans.append((span, state.span_bucket(span)))
         return type(state).run(state, rows, state.span_bucket(span))
 
     state.run = bucketed
@@ -139,7 +141,8 @@ def test_a_step_over_its_span_bucket_gives_the_codes_of_its_own_span(engine: Any
         padded = run_mix(engine, specs, static=True)
     finally:
         del state.run
-    assert spans and all(span in state.spans for span in spans)
+    assert spans and all(bucket in state.spans and bucket >= span for span, bucket in spans)
+    assert sum(bucket > span for span, bucket in spans) > len(spans) // 2  # padded, not the same run twice
     assert_rows_match(padded, codes_of(own), cancelled=_cancelled(specs))
 
 

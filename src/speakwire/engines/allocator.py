@@ -192,6 +192,8 @@ class MemoryReleaser:
         """RSS right after the last trim: the budget counts from here."""
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        self._closed = False
+        """After ``close``: no timer is armed again (calls still trim when due)."""
         self.releases = 0
 
     def maybe_release(self) -> bool:
@@ -206,18 +208,19 @@ class MemoryReleaser:
         if (due or over) and self._release(force=True):
             return True
         with self._lock:
-            if self._timer is None:
+            if self._timer is None and not self._closed:
                 self._arm(self.interval_s)
         return False
 
     def close(self) -> None:
-        """Cancel the pending trim (its timer thread ends now); later calls arm a new one."""
+        """Cancel the pending trim and arm none again: no timer thread outlives this (the engine is closing)."""
         with self._lock:
+            self._closed = True
             timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
             if timer is not threading.current_thread():
-                timer.join(timeout=5)
+                timer.join(timeout=5)  # one that already fired finishes its trim and, closed, arms nothing
 
     def _arm(self, wait: float) -> None:
         self._timer = threading.Timer(wait, self._on_timer)
@@ -229,6 +232,8 @@ class MemoryReleaser:
         idle = time.monotonic() - self._last_call
         with self._lock:
             self._timer = None
+            if self._closed:
+                return
             if idle < self.interval_s:  # work went on: wait for it to stop (trims meanwhile come from calls)
                 self._arm(self.interval_s - idle)
                 return

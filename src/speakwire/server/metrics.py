@@ -197,8 +197,9 @@ class _AlignerCollector(Collector):
 
 class _RuntimeCollector(Collector):
     """``speakwire_event_loop_tasks`` (the asyncio tasks of the loop serving the scrape; left out when rendered off
-    the loop) and ``speakwire_threads``: each session holds a task or two and no thread, so a count that stays up
-    after the streams are done is a leak."""
+    the loop) and ``speakwire_threads`` (Python threads): each session holds a task or two and no thread, so a count
+    that keeps rising with the streams done is a leak (the default executor's threads, started by the first
+    whole-file encodes, stay by design; native threads are not counted)."""
 
     def collect(self) -> Iterator[Metric]:
         try:
@@ -207,4 +208,4 @@ class _RuntimeCollector(Collector):
             pass
         else:
             yield GaugeMetricFamily("speakwire_event_loop_tasks", "asyncio tasks on the event loop.", value=tasks)
-        yield GaugeMetricFamily("speakwire_threads", "Threads in the process.", value=threading.active_count())
+        yield GaugeMetricFamily("speakwire_threads", "Python threads in the process.", value=threading.active_count())

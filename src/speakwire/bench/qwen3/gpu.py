@@ -176,7 +176,8 @@ def _with_graphs(torch: Any, engine: Any, args: Any, report: dict[str, Any], sav
             padded = greedy_codes()  # eager at the spans the graphs read
         finally:
             del state.run
-        engine.loop.wait_idle(timeout=60)
+        if not engine.loop.wait_idle(timeout=60):
+            raise RuntimeError("the loop did not go idle in 60 s: no capture while rows run")
         graphs["capture_s"] = engine.loop.capture_graphs() if capture else 0.0
         graphs["graphs"] = state.graph_count
         captured = greedy_codes()

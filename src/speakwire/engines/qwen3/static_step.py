@@ -235,7 +235,12 @@ class StaticStep:
         return min(b for b in self.buckets if b >= top)
 
     def span_bucket(self, span: int) -> int:
-        return min((s for s in self.spans if s >= span), default=self.spans[-1])
+        """The positions a graph for ``span`` reads; past the cache's length there is none (the loop ends a row
+        before it gets there: a graph reading fewer positions than a row holds would be silently wrong)."""
+        for bucket in self.spans:
+            if bucket >= span:
+                return bucket
+        raise ValueError(f"a step over {span} positions is past the cache's {self.spans[-1]}")
 
     def run(self, rows: list[tuple[int, Any, RowSampling, Any]], span: int) -> tuple[Any, Any]:
         """Step the rows ``(slot, text embedding (1, 1, D), sampling, generator)``; ``span`` positions are read.
@@ -267,7 +272,9 @@ class StaticStep:
                 noise[split:].exponential_(1, generator=generator)
             graphable = graphable and self.graphable(sampling)
         bucket = self.bucket(slots)
-        graph = self._graphs.get((bucket, self.span_bucket(span))) if graphable else None
+        if self._graphs:  # with graphs, an eager step (a top-p row) reads what they read: a row's numbers do not
+            span = self.span_bucket(span)  # depend on whether a row beside it could be graphed
+        graph = self._graphs.get((bucket, span)) if graphable else None
         if graph is not None:
             graph.replay()
         else:
