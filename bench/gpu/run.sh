@@ -4,7 +4,7 @@
 # compared against the qwen_tts package's own) from this checkout's src/, not installed. Results and the log land
 # in $OUT (come back to files_at). Extra arguments go to the benchmark; on a CPU:
 #   bash bench/gpu/run.sh --device cpu --models 0.6B-Base --levels 1,2 --frames 8 --graph-levels 1 \
-#       --equality-frames 8 --profile-level 0
+#       --equality-frames 8 --profile-level 0 --graph-equality-rows 2 --graph-equality-frames 8
 # (PYTHON=.venv/bin/python there: an interpreter with the [qwen] extra; with no .whl/ nothing is installed.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."

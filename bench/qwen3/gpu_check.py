@@ -9,7 +9,8 @@ packaged benchmark's levels and CUDA graphs, plus two comparisons against the re
 * the streamed waveform against the package's one-shot audio of the same greedy request.
 
     python -m bench.qwen3.gpu_check --device cpu --models 0.6B-Base --levels 1,2 --frames 8 \\
-        --graph-levels 1 --equality-frames 8 --profile-level 0 --out /tmp/qwen3-gpu   # the CPU smoke run
+        --graph-levels 1 --equality-frames 8 --profile-level 0 --graph-equality-rows 2 --graph-equality-frames 8 \\
+        --out /tmp/qwen3-gpu   # the CPU smoke run
 
 Options are ``speakwire bench qwen3-gpu``'s (``--help``).
 """

@@ -13,9 +13,10 @@ load it with ``load_qwen3_engine`` (bf16 on CUDA), then measure
   playback from each stream's first chunk, the loop's mean batch and step time, and peak GPU memory.
 
 Then the loop's whole static step (talker decode, code predictor, sampling: ``static_step``) is captured as
-one CUDA graph per batch bucket and span bucket: the capture time, greedy codes against the eager step's at
-the same spans (bit for bit) and at the rows' own spans (bf16 rounding may part them at a near-tie), and the
-levels again ("graphs" rows). The first levels load with ``cuda_graphs=False``: the same static step, run eagerly.
+one CUDA graph per batch bucket and span bucket: the capture time, greedy codes of 4 rows stepped together
+(texts of different lengths, 200 frames: past the 256-position span) against the eager step's at the same spans
+(bit for bit) and at the rows' own spans (bf16 rounding may part them at a near-tie), and the levels again
+("graphs" rows). The first levels load with ``cuda_graphs=False``: the same static step, run eagerly.
 
 Results go to ``--out`` (JSON and markdown) after every measurement, so a run cut short still reports.
 
@@ -72,6 +73,10 @@ def main(argv: Sequence[str] | None = None, *, equality: Equality | None = None)
     )
     parser.add_argument("--graph-levels", default="1,16,64")
     parser.add_argument("--equality-frames", type=int, default=60, help="frames compared with the package")
+    parser.add_argument("--graph-equality-rows", type=int, default=4,
+                        help="rows stepped together (texts of different lengths) for graphs vs eager")  # fmt: skip
+    parser.add_argument("--graph-equality-frames", type=int, default=200,
+                        help="frames per row for graphs vs eager (200 cross the 256-position span bucket)")  # fmt: skip
     parser.add_argument("--profile-level", type=int, default=16, help="profile 40 frames at this many streams; 0: off")
     args = parser.parse_args(argv)
 
@@ -155,14 +160,22 @@ def _with_graphs(torch: Any, engine: Any, args: Any, report: dict[str, Any], sav
     """The code predictor as CUDA graphs: capture time, greedy codes against eager, then the levels again."""
     from speakwire.engines.qwen3.generation_loop import RowEnd
 
-    def greedy_codes() -> Any:
-        row = engine.open_row(request(engine, 5, 40, greedy=True))
-        row.feed(TEXT)
-        row.finish()
-        frames = []
-        while not isinstance(event := row.events.get(timeout=120), RowEnd):
-            frames.append(event.codes)
-        return torch.stack(frames).cpu()
+    def greedy_codes() -> list[Any]:
+        """Greedy codes of ``--graph-equality-rows`` rows opened at once (so they step together), each text a
+        different tail of ``TEXT`` (prompts of different lengths: ragged spans in one batch)."""
+        rows = []
+        for i in range(min(args.graph_equality_rows, engine.memory.slots)):
+            row = engine.open_row(request(engine, 5 + i, args.graph_equality_frames, greedy=True))
+            row.feed(TEXT[i * 17 :])
+            row.finish()
+            rows.append(row)
+        codes = []
+        for row in rows:
+            frames = []
+            while not isinstance(event := row.events.get(timeout=300), RowEnd):
+                frames.append(event.codes)
+            codes.append(torch.stack(frames).cpu())
+        return codes
 
     graphs: dict[str, Any] = {}
     report["cuda_graphs"] = graphs
@@ -181,9 +194,10 @@ def _with_graphs(torch: Any, engine: Any, args: Any, report: dict[str, Any], sav
         graphs["capture_s"] = engine.loop.capture_graphs() if capture else 0.0
         graphs["graphs"] = state.graph_count
         captured = greedy_codes()
-        graphs["greedy_codes_equal_frames"] = _equal_frames(padded, captured)  # same shapes: bit for bit
-        graphs["greedy_codes_equal_frames_vs_exact_span"] = _equal_frames(exact, captured)
-        graphs["padded_vs_exact_span_equal_frames"] = _equal_frames(exact, padded)
+        graphs["rows"] = len(captured)
+        graphs["greedy_codes_equal_frames"] = _equal_rows(padded, captured)  # same shapes: bit for bit
+        graphs["greedy_codes_equal_frames_vs_exact_span"] = _equal_rows(exact, captured)
+        graphs["padded_vs_exact_span_equal_frames"] = _equal_rows(exact, padded)
     except Exception as exc:
         logging.exception("CUDA graph capture failed")
         graphs["error"] = f"{type(exc).__name__}: {exc}"
@@ -198,6 +212,11 @@ def _with_graphs(torch: Any, engine: Any, args: Any, report: dict[str, Any], sav
         report["levels"].append(level)
         logging.info("graphs %s: %s", n, json.dumps(level))
         save()
+
+
+def _equal_rows(a: list[Any], b: list[Any]) -> str:
+    """``_equal_frames`` per row, joined (one row: just its figure)."""
+    return ", ".join(_equal_frames(x, y) for x, y in zip(a, b, strict=True))
 
 
 def _equal_frames(a: Any, b: Any) -> str:
