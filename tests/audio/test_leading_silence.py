@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from speakwire.audio.chunk import float_to_int16_bytes, s16le_of_suffix
 from speakwire.audio.leading_silence import MAX_TRIM_S, ONSET_S, THRESHOLD, LeadingSilenceTrimmer
 
 RATE = 24_000
@@ -71,3 +72,22 @@ def test_the_threshold_is_minus_40_dbfs_in_either_polarity(negative: bool) -> No
     trimmer = LeadingSilenceTrimmer(RATE)
     out = feed(trimmer, [audio.astype(np.float32)])
     assert trimmer.trimmed == 2000 - ONSET and len(out) == ONSET + 10
+
+
+def test_the_workers_pcm_of_a_trimmed_chunk_is_cut_with_it_and_a_joined_one_is_cast_again() -> None:
+    """The event loop sends the s16le a worker made with the samples; after the trim it must still be theirs."""
+    trimmer = LeadingSilenceTrimmer(RATE)
+    chunk = np.concatenate([quiet(4800), loud(2400)]) * np.linspace(0.5, 1.0, 7200, dtype=np.float32)
+    out = trimmer.trim(chunk)
+    assert 0 < len(out) < len(chunk)
+    assert s16le_of_suffix(float_to_int16_bytes(chunk), chunk, out) == float_to_int16_bytes(out)
+    later = loud(100)
+    assert s16le_of_suffix(float_to_int16_bytes(later), later, trimmer.trim(later)) == float_to_int16_bytes(later)
+
+    held = LeadingSilenceTrimmer(RATE)
+    first, second = quiet(3000), np.concatenate([quiet(10), loud(500)])
+    assert s16le_of_suffix(float_to_int16_bytes(first), first, held.trim(first)) == b""
+    joined = held.trim(second)
+    assert len(joined) > len(second)  # the onset held from the first chunk comes first
+    assert s16le_of_suffix(float_to_int16_bytes(second), second, joined) is None
+    assert s16le_of_suffix(None, second, second) is None

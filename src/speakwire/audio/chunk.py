@@ -35,3 +35,16 @@ def float_to_int16_bytes(samples: Float32Array) -> bytes:
     """Convert float32 [-1, 1] to s16le bytes, clipping out-of-range values."""
     clipped = np.clip(samples, -1.0, 1.0)
     return (clipped * 32767.0).round().astype("<i2").tobytes()
+
+
+def s16le_of_suffix(s16le: bytes | None, whole: Float32Array, part: Float32Array) -> bytes | None:
+    """``s16le`` (``float_to_int16_bytes(whole)``) cut to ``part`` when ``part`` is the end of ``whole``, as the
+    leading-silence trim returns unless it joined samples it had held back; else None (the caller casts)."""
+    if s16le is None or part is whole:
+        return s16le
+    if not len(part):
+        return b""
+    end = whole.__array_interface__["data"][0] + whole.nbytes
+    if len(part) > len(whole) or part.__array_interface__["data"][0] + part.nbytes != end:
+        return None
+    return s16le[2 * (len(whole) - len(part)) :]

@@ -163,8 +163,12 @@ class AvStreamEncoder:
         held = np.concatenate([self._held, np.asarray(samples, dtype=np.float32)])
         size = self._frame_size or len(held)  # 0: the codec takes frames of any size
         whole = len(held) - len(held) % size if size else 0
-        for start in range(0, whole, size):
-            self._encode_frame(held[start : start + size])
+        if whole:
+            # One cast for the chunk, not one per frame (an MP3 frame is 1,152 samples): each numpy call here
+            # hands the GIL to the event loop and back, which the loop pays for in wake-ups.
+            data = self._converted(held[:whole])
+            for start in range(0, whole, size):
+                self._encode_frame(data[start : start + size])
         self._held = held[whole:]
         return self._take()
 
@@ -179,7 +183,7 @@ class AvStreamEncoder:
         if len(self._held):
             # A short last frame: all four codecs take one (AV_CODEC_CAP_SMALL_LAST_FRAME), and padding it
             # with silence would lengthen the audio in formats that record their exact length.
-            self._encode_frame(self._held)
+            self._encode_frame(self._converted(self._held))
             self._held = np.zeros(0, dtype=np.float32)
         self._container.mux(self._stream.encode(None))  # drain the codec's delay line
         self._container.close()  # trailer, last Ogg page (EOS), STREAMINFO/LAME tag when seekable
@@ -187,18 +191,20 @@ class AvStreamEncoder:
             return self._output.getvalue()
         return self._output.drain()
 
-    def _encode_frame(self, samples: Float32Array) -> None:
-        data: npt.NDArray[np.int16] | Float32Array
+    def _converted(self, samples: Float32Array) -> npt.NDArray[np.int16] | Float32Array:
+        """``samples`` in the codec's sample format."""
         if self._spec.sample_format.startswith("s16"):
             # The same rounding as WAV and PCM, so lossless FLAC decodes to exactly their samples.
-            data = np.frombuffer(float_to_int16_bytes(samples), dtype="<i2")
-        else:
-            data = np.clip(samples, -1.0, 1.0).astype(np.float32)
+            return np.frombuffer(float_to_int16_bytes(samples), dtype="<i2")
+        return np.clip(samples, -1.0, 1.0).astype(np.float32)
+
+    def _encode_frame(self, data: npt.NDArray[np.int16] | Float32Array) -> None:
+        """One frame of ``data``, already in the codec's sample format (``_converted``)."""
         frame = av.AudioFrame.from_ndarray(data.reshape(1, -1), format=self._spec.sample_format, layout="mono")
         frame.sample_rate = self.sample_rate
         frame.time_base = self._time_base
         frame.pts = self._next_pts
-        self._next_pts += len(samples)
+        self._next_pts += len(data)
         self._container.mux(self._stream.encode(frame))
 
     def _take(self) -> bytes:

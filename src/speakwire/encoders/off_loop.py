@@ -26,6 +26,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from speakwire.audio.chunk import Float32Array
 from speakwire.encoders.av_stream import AAC, FLAC, MP3, OPUS, AvStreamEncoder
 from speakwire.encoders.base import Encoder
+from speakwire.encoders.pcm import PcmEncoder
+from speakwire.encoders.wav import WavEncoder
 
 POOL_THREADS = min(4, os.cpu_count() or 1)
 """Threads shared by every stream of the process: encoding is ~2 % of a core per real-time stream."""
@@ -40,6 +42,15 @@ async def open_encoder(fmt: str, make: Callable[[], Encoder]) -> LoopEncoder:
     if fmt not in _FFMPEG_FORMATS:
         return LoopEncoder(make())
     return LoopEncoder(await asyncio.wrap_future(_pool.submit(make)))
+
+
+def s16le_as_is(encoder: Encoder) -> bool:
+    """Whether ``encoder.encode(samples)`` is exactly ``float_to_int16_bytes(samples)``: raw 16-bit PCM, and a
+    streaming 16-bit WAV's data after its header. Such an output sends the s16le the worker made with the
+    samples (``AudioReady.s16le``) and casts nothing on the loop."""
+    if isinstance(encoder, PcmEncoder):
+        return True
+    return isinstance(encoder, WavEncoder) and encoder.streaming and encoder.sample_format == "s16le"
 
 
 def off_loop(encoder: Encoder) -> bool:
@@ -58,6 +69,8 @@ class LoopEncoder:
         self._threaded = off_loop(encoder)
         self.inline = not self._threaded
         """A byte cast (PCM, WAV, G.711): callers on the loop may call ``encoder.encode`` directly, no await."""
+        self.s16le_as_is = s16le_as_is(encoder)
+        """The bytes of ``encode(samples)`` are the samples' s16le: a caller holding those sends them instead."""
         self._last: Future[bytes] | None = None
 
     def header(self) -> bytes:

@@ -114,8 +114,13 @@ class AudioOut:
                     data = b""
                     encoder = self._encoder
                     if encoder is not None:
-                        # A byte cast is called directly: an await per chunk costs the loop more than the cast.
-                        encoded = encoder.encoder.encode(samples) if encoder.inline else await encoder.encode(samples)
+                        if encoder.s16le_as_is and event.s16le is not None and spec.gain == 1.0:
+                            encoded = event.s16le  # cast on the worker that made the samples
+                        elif encoder.inline:
+                            # A byte cast is called directly: an await per chunk costs the loop more than the cast.
+                            encoded = encoder.encoder.encode(samples)
+                        else:
+                            encoded = await encoder.encode(samples)
                         data = self._pending + encoded
                         self._pending = b""
                     else:

@@ -30,6 +30,10 @@ class AudioReady:
     segment's last audio also any word starting at its very end; should an engine time a word only after its
     start was handed over, the word rides on the next audio (and, in the unlikely case that nothing follows,
     on an ``AudioReady`` with no samples)."""
+    s16le: bytes | None = None
+    """``samples`` as signed 16-bit little-endian PCM (``float_to_int16_bytes``), made on the worker thread that
+    made the samples, so the event loop writes PCM and WAV without a numpy cast of its own (each cast there
+    also hands the GIL to the workers and back). None where nobody made it: the output casts ``samples``."""
 
 
 @dataclass(frozen=True, slots=True)

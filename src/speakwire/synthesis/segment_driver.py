@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from speakwire.audio.chunk import AudioChunk
+from speakwire.audio.chunk import AudioChunk, float_to_int16_bytes
 from speakwire.audio.resample import StreamResampler
 from speakwire.errors import SpeakwireError
 from speakwire.pacing import next_chunk_s, refill_key, should_yield
@@ -205,7 +205,8 @@ class SegmentDriver:
                 out = run.resampler.process(chunk.samples)
                 if len(out):
                     run.audio_samples += len(out)
-                    host.post_audio(AudioReady(segment.index, out, run.take_words(host.output_rate)))
+                    words = run.take_words(host.output_rate)
+                    host.post_audio(AudioReady(segment.index, out, words, float_to_int16_bytes(out)))
                     if host.at_lead() and self._engine.info.resumable:
                         # The reader is a lead behind: give the worker away; the loop puts this segment back
                         # in the queue, where it stopped, once the reader has taken half of it.
@@ -229,7 +230,8 @@ class SegmentDriver:
             words, run.pending = tuple(run.pending), []
             if (len(tail) or words) and not cancelled.is_set():
                 run.audio_samples += len(tail)
-                host.post_audio(AudioReady(segment.index, np.asarray(tail, dtype=np.float32), words))
+                tail = np.asarray(tail, dtype=np.float32)
+                host.post_audio(AudioReady(segment.index, tail, words, float_to_int16_bytes(tail)))
         except SpeakwireError as exc:
             error = exc
         except Exception as exc:

@@ -47,14 +47,14 @@ class SentenceLabels:
             spoken += 1
         return spoken
 
-    def audio(self, spoken: int, samples: Float32Array) -> list[UtteranceEvent]:
+    def audio(self, spoken: int, samples: Float32Array, s16le: bytes | None = None) -> list[UtteranceEvent]:
         events: list[UtteranceEvent] = []
         target = max(self._segment_at(spoken), 0)
         while self._current < target:
             events.extend(self._advance())
         self._samples += len(samples)
         self._segment_samples += len(samples)
-        events.append(AudioReady(self._current, samples))
+        events.append(AudioReady(self._current, samples, s16le=s16le))
         return events
 
     def finish(self, error: SpeakwireError | None) -> list[UtteranceEvent]:

@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from speakwire.audio.chunk import Float32Array
+from speakwire.audio.chunk import Float32Array, float_to_int16_bytes
 from speakwire.audio.resample import StreamResampler
 from speakwire.engines.base import Engine, SynthesisRequest, SynthesisRun, TextStream, TextStreamingEngine
 from speakwire.errors import SpeakwireError
@@ -167,12 +167,12 @@ class StreamDriver:
             stream.finish()
         self._stream = stream
 
-    def _on_audio(self, samples: Float32Array, text_read: int) -> None:
+    def _on_audio(self, samples: Float32Array, s16le: bytes, text_read: int) -> None:
         host = self._host
         if host.done or host.run.cancelled.is_set():
             return
         if len(samples):
-            self._post(self._labels.spoken_chars(text_read), samples)
+            self._post(self._labels.spoken_chars(text_read), samples, s16le)
         stream = self._stream
         if stream is None:
             return
@@ -190,11 +190,11 @@ class StreamDriver:
         if self._stream is not None:
             self._stream.release()
 
-    def _on_end(self, tail: Float32Array, error: SpeakwireError | None) -> None:
+    def _on_end(self, tail: Float32Array, s16le: bytes, error: SpeakwireError | None) -> None:
         host = self._host
         if not host.done and not host.run.cancelled.is_set():
             if len(tail):
-                self._post(self._labels.spoken_chars(len(self._received)), tail)
+                self._post(self._labels.spoken_chars(len(self._received)), tail, s16le)
             if host.run.result.capped:
                 host.usage.capped = True
             for event in self._labels.finish(error):
@@ -209,9 +209,9 @@ class StreamDriver:
         self._running = False
         self._host.work_done()
 
-    def _post(self, spoken: int, samples: Float32Array) -> None:
+    def _post(self, spoken: int, samples: Float32Array, s16le: bytes) -> None:
         host = self._host
-        for event in self._labels.audio(spoken, samples):
+        for event in self._labels.audio(spoken, samples, s16le):
             if isinstance(event, AudioReady):
                 host.post_audio(event)
             else:
@@ -238,13 +238,14 @@ class StreamDriver:
         host.call_soon(partial(self._open, request))
 
     def audio(self, samples: Float32Array, text_read: int) -> None:
-        """``AudioListener``: resampled here, on the engine's thread; labelled and posted on the loop."""
+        """``AudioListener``: resampled and cast to s16le here, on the engine's thread; labelled and posted on
+        the loop (even empty: the stream waits for its release)."""
         out = self._resampler.process(samples)
-        self._host.call_soon(partial(self._on_audio, out, text_read))  # even empty: the stream waits for release
+        self._host.call_soon(partial(self._on_audio, out, float_to_int16_bytes(out), text_read))
 
     def ended(self, error: SpeakwireError | None) -> None:
         tail = np.asarray(self._resampler.flush(), np.float32)
-        self._host.call_soon(partial(self._on_end, tail, error))
+        self._host.call_soon(partial(self._on_end, tail, float_to_int16_bytes(tail), error))
 
 
 class _PulledStream:

@@ -28,6 +28,7 @@ import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Protocol
 
+from speakwire.audio.chunk import s16le_of_suffix
 from speakwire.audio.leading_silence import LeadingSilenceTrimmer
 from speakwire.engines.base import SynthesisRequest, SynthesisRun
 from speakwire.errors import PayloadTooLargeError
@@ -244,7 +245,8 @@ class Utterance:
         if self._done:
             return
         if isinstance(event, AudioReady) and event.words and not self._pipeline.engine_words:
-            event = AudioReady(event.index, event.samples)  # an aligner named explicitly replaces the words
+            # An aligner named explicitly replaces the engine's words.
+            event = AudioReady(event.index, event.samples, s16le=event.s16le)
         if self._words is None:
             self._emit(event)
         else:
@@ -298,7 +300,8 @@ class Utterance:
         if trimmer.done and (not trimmer.trimmed or not event.words):
             return event  # the common case once speech has started: nothing to cut, nothing to move
         before = trimmer.trimmed
-        samples = trimmer.trim(event.samples) if len(event.samples) else event.samples
+        whole = event.samples
+        samples = trimmer.trim(whole) if len(whole) else whole
         if trimmer.trimmed != before:
             self._taken += trimmer.trimmed - before  # never sent, so never read: the lead lets go of them
             if self._parked is not None and self._made - self._taken <= self._lead // 2:
@@ -306,7 +309,7 @@ class Utterance:
         words = self._shift(event.words)
         if not len(samples) and not words:
             return None
-        return AudioReady(event.index, samples, words)
+        return AudioReady(event.index, samples, words, s16le_of_suffix(event.s16le, whole, samples))
 
     def _shift(self, words: tuple[WordTiming, ...]) -> tuple[WordTiming, ...]:
         """``words`` timed from the first sample sent: back by the leading silence cut so far."""
