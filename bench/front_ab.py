@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 
 import httpx
-import websockets
 
-from speakwire.bench.servers import ServerProcess, speakwire_server
+from speakwire.bench.loadgen import websocket_reply
+from speakwire.bench.servers import ServerProcess, speakwire_server, websocket_url
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog. A journey of a thousand miles begins with a single step, "
@@ -54,17 +54,12 @@ def http_request(url: str, fmt: str) -> int:
 
 
 async def ws_request(url: str) -> int:
-    received = 0
-    async with websockets.connect(url.replace("http", "ws") + "/v1/audio/speech/stream") as ws:
-        await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
-        await ws.send(json.dumps({"type": "input.text", "text": TEXT}))
-        await ws.send(json.dumps({"type": "input.done"}))
-        async for message in ws:
-            if isinstance(message, bytes):
-                received += len(message)
-            elif json.loads(message).get("type") == "session.done":
-                return received
-    return received
+    """Bytes of audio of one speech-stream utterance, the text in one ``input.text``."""
+    stream_url = websocket_url(url, "/v1/audio/speech/stream")
+    reply = await websocket_reply(stream_url, [TEXT], piece_interval_s=0, timeout_s=60)
+    if reply.error is not None:
+        raise RuntimeError(f"speech stream: {reply.error}")
+    return sum(count for _, count in reply.arrivals)
 
 
 def one(url: str, kind: str) -> int:

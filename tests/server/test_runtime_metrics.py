@@ -4,7 +4,6 @@ memory; over a real loopback server, each is back to its idle count once a mix o
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import threading
 import time
@@ -13,8 +12,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from websockets.asyncio.client import connect
 
+from speakwire.bench.loadgen import websocket_reply
 from speakwire.engines.piper import PiperEngine
 from support.live_server import LiveServer, start_server
 
@@ -58,17 +57,9 @@ def scrape(live: LiveServer) -> dict[str, float]:
 
 
 async def ws_stream(live: LiveServer, text: str) -> int:
-    audio = 0
-    async with connect(f"{live.ws_url}") as ws:
-        await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
-        await ws.send(json.dumps({"type": "input.text", "text": text}))
-        await ws.send(json.dumps({"type": "input.done"}))
-        async for message in ws:
-            if isinstance(message, bytes):
-                audio += len(message)
-            elif json.loads(message)["type"] == "session.done":
-                break
-    return audio
+    reply = await websocket_reply(live.ws_url, [text], piece_interval_s=0, timeout_s=60)
+    assert reply.error is None, reply.error
+    return sum(count for _, count in reply.arrivals)
 
 
 async def http_stream(live: LiveServer, text: str) -> int:

@@ -183,6 +183,11 @@ class StaticStep:
             self._event = torch.cuda.Event()  # type: ignore[no-untyped-call]
         self._graphs: dict[tuple[int, int], Any] = {}
         """(batch bucket, span bucket) -> its CUDA graph."""
+        self.pad_spans = False
+        """Eager steps read their span bucket's positions, as graphed ones do (always so once graphs exist): a
+        check compares eager steps with graphs on the same shapes by setting it before capture."""
+        self.padded_steps = 0
+        """Steps that read more positions than their rows hold (a span bucket's padding)."""
         self._active_slots: tuple[int, ...] = ()
 
     # ----- admission -------------------------------------------------------------------------------
@@ -272,8 +277,10 @@ class StaticStep:
                 noise[split:].exponential_(1, generator=generator)
             graphable = graphable and self.graphable(sampling)
         bucket = self.bucket(slots)
-        if self._graphs:  # with graphs, an eager step (a top-p row) reads what they read: a row's numbers do not
-            span = self.span_bucket(span)  # depend on whether a row beside it could be graphed
+        if self._graphs or self.pad_spans:  # with graphs, an eager step (a top-p row) reads what they read: a
+            bucketed = self.span_bucket(span)  # row's numbers do not depend on whether a row beside it was graphable
+            self.padded_steps += bucketed > span
+            span = bucketed
         graph = self._graphs.get((bucket, span)) if graphable else None
         if graph is not None:
             graph.replay()
