@@ -44,6 +44,8 @@ def s16le_of_suffix(s16le: bytes | None, whole: Float32Array, part: Float32Array
         return s16le
     if not len(part):
         return b""
+    if not (whole.flags.c_contiguous and part.flags.c_contiguous):
+        return None  # the address arithmetic below holds for plain runs of samples only
     end = whole.__array_interface__["data"][0] + whole.nbytes
     if len(part) > len(whole) or part.__array_interface__["data"][0] + part.nbytes != end:
         return None

@@ -4,7 +4,10 @@ MP3 and Opus cost ~15 ms of CPU per second of audio, and one ``encode()`` held t
 which every other stream's frames and reads waited. PCM, WAV and G.711 are a numpy cast, cheaper than the
 hop to a thread, so they stay on the loop. PyAV releases the GIL inside the codec and muxer
 (``avcodec_send_frame``, ``avcodec_receive_packet``, ``av_interleaved_write_frame``), so the loop runs
-while a frame is encoded, not only between calls.
+while a frame is encoded, not only between calls. Raw 16-bit PCM and streaming 16-bit WAV do not even cast
+on the loop: the worker that made a chunk made its s16le too (``AudioReady.s16le``), and the loop sends it
+(``s16le_as_is``): each numpy call on the loop hands the GIL to the synthesis workers and back, and the cast
+cost the loop ~0.6 ms of a Piper PCM utterance's ~8.5 (issue 27, ``bench/results/front-ab-2core``).
 
 Opening one (codec and muxer: 0.3 ms for Opus, 6 ms for FLAC) goes to the pool too, by ``open_encoder``.
 
@@ -48,9 +51,9 @@ def s16le_as_is(encoder: Encoder) -> bool:
     """Whether ``encoder.encode(samples)`` is exactly ``float_to_int16_bytes(samples)``: raw 16-bit PCM, and a
     streaming 16-bit WAV's data after its header. Such an output sends the s16le the worker made with the
     samples (``AudioReady.s16le``) and casts nothing on the loop."""
-    if isinstance(encoder, PcmEncoder):
+    if type(encoder) is PcmEncoder:  # exactly: a subclass may encode otherwise
         return True
-    return isinstance(encoder, WavEncoder) and encoder.streaming and encoder.sample_format == "s16le"
+    return type(encoder) is WavEncoder and encoder.streaming and encoder.sample_format == "s16le"
 
 
 def off_loop(encoder: Encoder) -> bool:

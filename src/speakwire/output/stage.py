@@ -96,6 +96,7 @@ class AudioOut:
 
     async def _parts(self, utterance: Utterance, *, keep_open: bool) -> AsyncGenerator[OutputPart, None]:
         spec = self.spec
+        utterance.wants_s16le = self._encoder is not None and self._encoder.s16le_as_is and spec.gain == 1.0
         self.utterance_start = self.position
         utterance_samples = segment_samples = 0
         segment_words: list[WordTiming] = []

@@ -34,9 +34,11 @@ class UtteranceHost(Protocol):
     """What a driver may use of its utterance (``Utterance``); the utterance is the only implementation."""
 
     request: SynthesisRequest
+    """The utterance's options; a driver replaces it with ``engine.prepare``'s result before first use."""
     request_id: str | None
     """Who the utterance is for (the server's request id), for the driver's log lines; None outside a server."""
-    """The utterance's options; a driver replaces it with ``engine.prepare``'s result before first use."""
+    wants_s16le: bool
+    """The output sends 16-bit PCM as is: a driver gives each ``AudioReady`` its ``s16le``, cast on its thread."""
 
     @property
     def run(self) -> SynthesisRun:

@@ -6,7 +6,7 @@ utterance over HTTP, one per sentence on the WebSocket when not streaming).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from speakwire.audio.chunk import Float32Array
 from speakwire.errors import SpeakwireError
@@ -30,7 +30,7 @@ class AudioReady:
     segment's last audio also any word starting at its very end; should an engine time a word only after its
     start was handed over, the word rides on the next audio (and, in the unlikely case that nothing follows,
     on an ``AudioReady`` with no samples)."""
-    s16le: bytes | None = None
+    s16le: bytes | None = field(default=None, repr=False, compare=False)
     """``samples`` as signed 16-bit little-endian PCM (``float_to_int16_bytes``), made on the worker thread that
     made the samples, so the event loop writes PCM and WAV without a numpy cast of its own (each cast there
     also hands the GIL to the workers and back). None where nobody made it: the output casts ``samples``."""

@@ -167,7 +167,7 @@ class StreamDriver:
             stream.finish()
         self._stream = stream
 
-    def _on_audio(self, samples: Float32Array, s16le: bytes, text_read: int) -> None:
+    def _on_audio(self, samples: Float32Array, s16le: bytes | None, text_read: int) -> None:
         host = self._host
         if host.done or host.run.cancelled.is_set():
             return
@@ -190,7 +190,7 @@ class StreamDriver:
         if self._stream is not None:
             self._stream.release()
 
-    def _on_end(self, tail: Float32Array, s16le: bytes, error: SpeakwireError | None) -> None:
+    def _on_end(self, tail: Float32Array, s16le: bytes | None, error: SpeakwireError | None) -> None:
         host = self._host
         if not host.done and not host.run.cancelled.is_set():
             if len(tail):
@@ -209,7 +209,7 @@ class StreamDriver:
         self._running = False
         self._host.work_done()
 
-    def _post(self, spoken: int, samples: Float32Array, s16le: bytes) -> None:
+    def _post(self, spoken: int, samples: Float32Array, s16le: bytes | None) -> None:
         host = self._host
         for event in self._labels.audio(spoken, samples, s16le):
             if isinstance(event, AudioReady):
@@ -241,11 +241,13 @@ class StreamDriver:
         """``AudioListener``: resampled and cast to s16le here, on the engine's thread; labelled and posted on
         the loop (even empty: the stream waits for its release)."""
         out = self._resampler.process(samples)
-        self._host.call_soon(partial(self._on_audio, out, float_to_int16_bytes(out), text_read))
+        s16le = float_to_int16_bytes(out) if self._host.wants_s16le and len(out) else None
+        self._host.call_soon(partial(self._on_audio, out, s16le, text_read))
 
     def ended(self, error: SpeakwireError | None) -> None:
         tail = np.asarray(self._resampler.flush(), np.float32)
-        self._host.call_soon(partial(self._on_end, tail, float_to_int16_bytes(tail), error))
+        s16le = float_to_int16_bytes(tail) if self._host.wants_s16le and len(tail) else None
+        self._host.call_soon(partial(self._on_end, tail, s16le, error))
 
 
 class _PulledStream:

@@ -119,6 +119,10 @@ class Utterance:
         self.request_id: str | None = None
         """Set by whoever admitted the utterance (the server's request id): drivers name it when they log, from
         threads that do not carry the request's context."""
+        self.wants_s16le = False
+        """Set by the output (``AudioOut.parts``) when it sends 16-bit PCM as is: the drivers' threads then cast
+        each chunk (``AudioReady.s16le``) and the event loop does not. Unset, nobody casts what nobody sends
+        (MP3, float PCM, a volume to apply); a chunk made before it was set is cast by the output."""
         self._words: SentenceWords | None = None
         """Word timings from the pipeline's aligner; the events pass through it first (``synthesis.aligning``)."""
         aligner = pipeline.aligner
