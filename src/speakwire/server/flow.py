@@ -137,8 +137,8 @@ class StallingResponse(StreamingResponse):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stall = self._stall
 
-        async def timed_send(message: Message) -> None:
-            await stall.write(send(message))
+        def timed_send(message: Message) -> Awaitable[None]:
+            return stall.write(send(message))  # not a coroutine of its own: one frame less per body part
 
         try:
             await super().__call__(scope, receive, timed_send)
@@ -148,6 +148,7 @@ class StallingResponse(StreamingResponse):
                 await close()
             stall.noticed("ending the response body")
         finally:
+            stall.close()  # else its timer wakes the loop once more, after the response, for nothing
             if self._release is not None:
                 self._release()
 

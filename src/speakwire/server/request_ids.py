@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -117,11 +117,11 @@ class RequestIdMiddleware:
         scope.setdefault("state", {})[SCOPE_KEY] = request_id
         header = (_HEADER_BYTES, request_id.encode())
 
-        async def send_with_id(message: Message) -> None:
+        def send_with_id(message: Message) -> Awaitable[None]:
             if message["type"] in _STARTS:
                 headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != _HEADER_BYTES]
                 message = {**message, "headers": [*headers, header]}
-            await send(message)
+            return send(message)  # not a coroutine of its own: one frame less per message
 
         token = _current.set(request_id)
         await self.app(scope, receive, send_with_id)
