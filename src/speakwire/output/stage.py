@@ -96,7 +96,7 @@ class AudioOut:
 
     async def _parts(self, utterance: Utterance, *, keep_open: bool) -> AsyncGenerator[OutputPart, None]:
         spec = self.spec
-        utterance.wants_s16le = self._encoder is not None and self._encoder.s16le_as_is and spec.gain == 1.0
+        as_is = utterance.wants_s16le = self._encoder is not None and self._encoder.s16le_as_is and spec.gain == 1.0
         self.utterance_start = self.position
         utterance_samples = segment_samples = 0
         segment_words: list[WordTiming] = []
@@ -115,7 +115,7 @@ class AudioOut:
                     data = b""
                     encoder = self._encoder
                     if encoder is not None:
-                        if encoder.s16le_as_is and event.s16le is not None and spec.gain == 1.0:
+                        if as_is and event.s16le is not None:
                             encoded = event.s16le  # cast on the worker that made the samples
                         elif encoder.inline:
                             # A byte cast is called directly: an await per chunk costs the loop more than the cast.

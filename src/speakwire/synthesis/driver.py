@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from speakwire.audio.chunk import Float32Array
 from speakwire.engines.base import Engine, SynthesisRequest, SynthesisRun
 from speakwire.pacing import WorkCosts
 from speakwire.scheduler import Scheduler
@@ -37,8 +38,6 @@ class UtteranceHost(Protocol):
     """The utterance's options; a driver replaces it with ``engine.prepare``'s result before first use."""
     request_id: str | None
     """Who the utterance is for (the server's request id), for the driver's log lines; None outside a server."""
-    wants_s16le: bool
-    """The output sends 16-bit PCM as is: a driver gives each ``AudioReady`` its ``s16le``, cast on its thread."""
 
     @property
     def run(self) -> SynthesisRun:
@@ -76,6 +75,11 @@ class UtteranceHost(Protocol):
 
     def call_soon(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` on the event loop (from a worker thread)."""
+        ...
+
+    def s16le_of(self, samples: Float32Array) -> bytes | None:
+        """``samples`` cast for ``AudioReady.s16le`` when the output sends 16-bit PCM as is, else None (worker
+        thread: the cast is made where the samples were, not on the event loop)."""
         ...
 
     def at_lead(self) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from speakwire.audio.chunk import AudioChunk, Float32Array, float_to_int16_bytes
+from speakwire.audio.chunk import AudioChunk
 from speakwire.audio.resample import StreamResampler
 from speakwire.errors import SpeakwireError
 from speakwire.pacing import next_chunk_s, refill_key, should_yield
@@ -206,7 +206,7 @@ class SegmentDriver:
                 if len(out):
                     run.audio_samples += len(out)
                     words = run.take_words(host.output_rate)
-                    host.post_audio(AudioReady(segment.index, out, words, _s16le(host, out)))
+                    host.post_audio(AudioReady(segment.index, out, words, host.s16le_of(out)))
                     if host.at_lead() and self._engine.info.resumable:
                         # The reader is a lead behind: give the worker away; the loop puts this segment back
                         # in the queue, where it stopped, once the reader has taken half of it.
@@ -231,7 +231,7 @@ class SegmentDriver:
             if (len(tail) or words) and not cancelled.is_set():
                 run.audio_samples += len(tail)
                 tail = np.asarray(tail, dtype=np.float32)
-                host.post_audio(AudioReady(segment.index, tail, words, _s16le(host, tail)))
+                host.post_audio(AudioReady(segment.index, tail, words, host.s16le_of(tail)))
         except SpeakwireError as exc:
             error = exc
         except Exception as exc:
@@ -291,8 +291,3 @@ class SegmentDriver:
         if scheduler.on_reserve() and own_key > now + URGENT_WITHIN_S:
             return own_key  # bulk now: the reserve is for urgent work, a worker continues this segment
         return own_key if should_yield(own_key, scheduler.earliest_deadline(), now) else None
-
-
-def _s16le(host: UtteranceHost, samples: Float32Array) -> bytes | None:
-    """``samples`` as the output sends them, when it sends 16-bit PCM as is (cast here, on the worker)."""
-    return float_to_int16_bytes(samples) if host.wants_s16le and len(samples) else None

@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from speakwire.audio.chunk import Float32Array, float_to_int16_bytes
+from speakwire.audio.chunk import Float32Array
 from speakwire.audio.resample import StreamResampler
 from speakwire.engines.base import Engine, SynthesisRequest, SynthesisRun, TextStream, TextStreamingEngine
 from speakwire.errors import SpeakwireError
@@ -241,13 +241,11 @@ class StreamDriver:
         """``AudioListener``: resampled and cast to s16le here, on the engine's thread; labelled and posted on
         the loop (even empty: the stream waits for its release)."""
         out = self._resampler.process(samples)
-        s16le = float_to_int16_bytes(out) if self._host.wants_s16le and len(out) else None
-        self._host.call_soon(partial(self._on_audio, out, s16le, text_read))
+        self._host.call_soon(partial(self._on_audio, out, self._host.s16le_of(out), text_read))
 
     def ended(self, error: SpeakwireError | None) -> None:
         tail = np.asarray(self._resampler.flush(), np.float32)
-        s16le = float_to_int16_bytes(tail) if self._host.wants_s16le and len(tail) else None
-        self._host.call_soon(partial(self._on_end, tail, s16le, error))
+        self._host.call_soon(partial(self._on_end, tail, self._host.s16le_of(tail), error))
 
 
 class _PulledStream:

@@ -28,7 +28,7 @@ import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Protocol
 
-from speakwire.audio.chunk import s16le_of_suffix
+from speakwire.audio.chunk import Float32Array, float_to_int16_bytes, s16le_of_suffix
 from speakwire.audio.leading_silence import LeadingSilenceTrimmer
 from speakwire.engines.base import SynthesisRequest, SynthesisRun
 from speakwire.errors import PayloadTooLargeError
@@ -369,6 +369,9 @@ class Utterance:
     def report_segment(self, wall_s: float, audio_s: float) -> None:
         if self._observer.on_segment is not None:
             self._loop.call_soon_threadsafe(self._observer.on_segment, wall_s, audio_s)
+
+    def s16le_of(self, samples: Float32Array) -> bytes | None:
+        return float_to_int16_bytes(samples) if self.wants_s16le and len(samples) else None
 
     def call_soon(self, callback: Callable[[], object]) -> None:
         self._loop.call_soon_threadsafe(callback)
