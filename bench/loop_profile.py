@@ -26,8 +26,10 @@ from bench.front_ab import one
 from speakwire.bench.servers import ServerProcess, free_port
 
 WRAPPER = """
-import cProfile, runpy, signal, sys
-profile = cProfile.Profile()
+import cProfile, os, runpy, signal, sys, time
+# CPU time of the loop's thread, not wall time: a wall clock also counts the waits for the GIL while the
+# synthesis and encode threads hold it, which are not the loop's work (and not in front_ab's schedstat figure).
+profile = cProfile.Profile(time.thread_time) if os.environ.get("LOOP_PROFILE_CPU") else cProfile.Profile()
 stats_path = sys.argv[1]
 def start(*_): profile.enable()
 def stop(*_):
@@ -42,15 +44,20 @@ runpy.run_module("speakwire", run_name="__main__", alter_sys=True)
 Key = tuple[str, int, str]
 
 
-def profile_tree(path: Path, kind: str, requests: int, out: Path, name: str) -> pstats.Stats:
+def profile_tree(
+    path: Path, kind: str, requests: int, out: Path, name: str, *, cpu_timer: bool = False
+) -> pstats.Stats:
     stats_file = out / f"{name}.prof"
     port = free_port()
     argv = [sys.executable, "-c", WRAPPER, str(stats_file), "serve", "--host", "127.0.0.1", "--port", str(port),
             "--log-level", "warning"]  # fmt: skip
     os.environ["PYTHONPATH"] = str(path.resolve() / "src")
+    if cpu_timer:
+        os.environ["LOOP_PROFILE_CPU"] = "1"
     server = ServerProcess(name, argv, port=port, log_dir=out)
     with server:
         os.environ.pop("PYTHONPATH", None)
+        os.environ.pop("LOOP_PROFILE_CPU", None)
         assert server.pid is not None
         for _ in range(3):
             one(server.url, kind)
@@ -87,12 +94,19 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--cpu-timer",
+        action="store_true",
+        help="time functions by the loop thread's CPU (time.thread_time), not the wall clock",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     trees = dict(item.split("=", 1) for item in args.tree)
     tables: dict[str, dict[Key, tuple[float, float, float]]] = {}
     for name, path in trees.items():
-        stats = profile_tree(Path(path), args.kind, args.requests, args.out, f"{name}-{args.kind}")
+        stats = profile_tree(
+            Path(path), args.kind, args.requests, args.out, f"{name}-{args.kind}", cpu_timer=args.cpu_timer
+        )
         tables[name] = per_utterance(stats, args.requests)
         calls = sum(v[0] for v in tables[name].values())
         own = sum(v[1] for v in tables[name].values())

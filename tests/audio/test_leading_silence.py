@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from speakwire.audio.chunk import float_to_int16_bytes, s16le_of_suffix
-from speakwire.audio.leading_silence import MAX_TRIM_S, ONSET_S, THRESHOLD, LeadingSilenceTrimmer
+from speakwire.audio.leading_silence import MAX_TRIM_S, ONSET_S, THRESHOLD, LeadingSilenceTrimmer, audible_from
 
 RATE = 24_000
 ONSET = round(ONSET_S * RATE)
@@ -40,6 +40,21 @@ def test_a_silence_spread_over_chunks_is_cut_and_the_onset_comes_from_the_held_c
     first_loud = 6050
     assert trimmer.trimmed == first_loud - ONSET
     assert np.array_equal(out, audio[first_loud - ONSET :])  # the rest, silences inside included, is untouched
+
+
+@pytest.mark.parametrize("cuts", [[], [3000, 6000, 6100], [6040, 6049, 6050], [1, 6051], [200, 400, 30_000]])
+def test_a_worker_found_audible_sample_trims_exactly_as_the_trimmers_own_scan(cuts: list[int]) -> None:
+    """The utterance's workers look for the first audible sample (``AudioReady.audible_from``) so the loop only
+    cuts: fed the same chunks, the hinted trimmer sends the same samples and cuts the same count, held
+    samples joined included."""
+    audio = np.concatenate([quiet(6050), loud(1000), quiet(500), loud(100), quiet(30_000)])
+    chunks = np.split(audio, cuts)
+    own, hinted = LeadingSilenceTrimmer(RATE), LeadingSilenceTrimmer(RATE)
+    scanned = feed(own, chunks)
+    told = np.concatenate([hinted.trim(chunk, audible_from(chunk)) for chunk in chunks])
+    assert np.array_equal(told, scanned)
+    assert hinted.trimmed == own.trimmed == 6050 - ONSET
+    assert audible_from(quiet(10)) == 10
 
 
 def test_audio_that_starts_loud_passes_whole() -> None:

@@ -21,7 +21,8 @@ MAX_TRIM_S = 1.0
 """At most this much is trimmed from one utterance."""
 SCAN_BLOCK = 1024
 """Samples compared per step while looking for the first audible one: speech is found in the first few blocks,
-so a sentence-long chunk costs a few small comparisons, not one over all of it (this runs on the event loop)."""
+so a sentence-long chunk costs a few small comparisons, not one over all of it (on the synthesis worker, or
+on the event loop for audio nobody scanned)."""
 
 
 def first_audible(samples: Float32Array) -> int | None:
@@ -31,6 +32,12 @@ def first_audible(samples: Float32Array) -> int | None:
         if len(loud):
             return start + int(loud[0])
     return None
+
+
+def audible_from(samples: Float32Array) -> int:
+    """Index of the first sample louder than ``THRESHOLD``; ``len(samples)`` when none is (``trim``'s hint)."""
+    first = first_audible(samples)
+    return len(samples) if first is None else first
 
 
 class LeadingSilenceTrimmer:
@@ -46,13 +53,17 @@ class LeadingSilenceTrimmer:
         self._held: Float32Array | None = None
         """The last silent samples, up to the onset, kept in case audio follows in the next chunk."""
 
-    def trim(self, samples: Float32Array) -> Float32Array:
-        """What of ``samples`` to send (the whole of them once trimming is done)."""
+    def trim(self, samples: Float32Array, audible_from: int | None = None) -> Float32Array:
+        """What of ``samples`` to send (the whole of them once trimming is done). ``audible_from``: where
+        ``samples``' first audible sample is (``len(samples)``: none is), when the caller already looked."""
         if self.done:
             return samples
         held = self._held if self._held is not None else samples[:0]
         joined = np.concatenate([held, samples]) if len(held) else samples
-        first = first_audible(joined)
+        if audible_from is None:
+            first = first_audible(joined)
+        else:  # the held samples are silent (they end a chunk that was), so the first audible is in ``samples``
+            first = len(held) + audible_from if audible_from < len(samples) else None
         if first is not None:
             return self._finish(joined, min(max(0, first - self._onset), self._budget - self.trimmed))
         # All silent: drop it, but hold the last onset's worth for a start in the next chunk.

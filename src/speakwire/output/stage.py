@@ -94,9 +94,19 @@ class AudioOut:
         """
         return _ClosedAtEnd(self._parts(utterance, keep_open=keep_open))
 
+    def all_parts(self, utterance: Utterance, *, words: bool = True) -> AsyncGenerator[OutputPart, None]:
+        """``parts`` for a caller that reads on after ``UtteranceEnd`` until the iteration stops (the generator
+        then ends by itself: no closing layer, which costs a resumption per part) and closes it should it
+        stop early (``contextlib.aclosing``). ``words=False``: the caller takes no word timings; the parts
+        carry none, and the utterance does not move them with its trim (``Utterance.wants_words``)."""
+        utterance.wants_words = words
+        return self._parts(utterance, keep_open=False)
+
     async def _parts(self, utterance: Utterance, *, keep_open: bool) -> AsyncGenerator[OutputPart, None]:
         spec = self.spec
-        as_is = utterance.wants_s16le = self._encoder is not None and self._encoder.s16le_as_is and spec.gain == 1.0
+        gain = spec.gain
+        as_is = utterance.wants_s16le = self._encoder is not None and self._encoder.s16le_as_is and gain == 1.0
+        with_words = utterance.wants_words
         self.utterance_start = self.position
         utterance_samples = segment_samples = 0
         segment_words: list[WordTiming] = []
@@ -109,8 +119,8 @@ class AudioOut:
         """Ended segments whose aligner's words are still to come: where each started, and its samples."""
         async with contextlib.aclosing(utterance.events()) as events:
             async for event in events:
-                if isinstance(event, AudioReady):
-                    samples = event.samples if spec.gain == 1.0 else event.samples * spec.gain
+                if type(event) is AudioReady:  # the usual event first, by its exact type (a cheaper test)
+                    samples = event.samples if gain == 1.0 else event.samples * gain
                     count = len(samples)
                     data = b""
                     encoder = self._encoder
@@ -126,11 +136,13 @@ class AudioOut:
                         self._pending = b""
                     else:
                         gathered.append(samples)
-                    part = AudioPart(event.index, data, count, self.position, event.words)
+                    words = event.words if with_words else ()
+                    part = AudioPart(event.index, data, count, self.position, words)
                     self.position += count
                     utterance_samples += count
                     segment_samples += count
-                    segment_words.extend(event.words)
+                    if words:
+                        segment_words.extend(words)
                     yield part
                 elif isinstance(event, SegmentStarted):
                     segment_samples, segment_words = 0, []

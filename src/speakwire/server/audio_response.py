@@ -7,6 +7,7 @@ its body from ``AudioOut`` parts and hands it here, so the slot is given back ho
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
 
@@ -15,6 +16,11 @@ from speakwire.server.admission import Admitted
 from speakwire.server.flow import StallingResponse, WriteStall
 
 logger = logging.getLogger(__name__)
+
+
+_CARRY_BYTES = (AudioPart, UtteranceEnd)
+"""The parts whose ``data`` the body sends (a tuple built once: ``AudioPart | UtteranceEnd`` in the loop built a
+union object per part)."""
 
 
 class StreamAborted(Exception):
@@ -58,9 +64,9 @@ async def audio_bytes(out: AudioOut, admitted: Admitted) -> AsyncIterator[bytes]
     """The encoded stream as it is made, the admission released however it ends; a failed segment aborts the
     body (``StreamAborted``). One generator does both (not ``streamed_response`` around another): every
     layer of async generators costs the event loop a resumption per audio chunk."""
-    async with admitted:
-        async for part in out.parts(admitted.utterance):
-            if isinstance(part, AudioPart | UtteranceEnd):
+    async with admitted, contextlib.aclosing(out.all_parts(admitted.utterance, words=False)) as parts:
+        async for part in parts:
+            if isinstance(part, _CARRY_BYTES):
                 if part.data:
                     yield part.data
             elif isinstance(part, SegmentEnd) and part.error is not None:
@@ -70,8 +76,8 @@ async def audio_bytes(out: AudioOut, admitted: Admitted) -> AsyncIterator[bytes]
 
 async def whole_file(out: AudioOut, admitted: Admitted) -> bytes:
     """The utterance as one file (``out`` with ``file`` framing); a failed segment raises its error."""
-    async with admitted:
-        async for part in out.parts(admitted.utterance):
+    async with admitted, contextlib.aclosing(out.all_parts(admitted.utterance, words=False)) as parts:
+        async for part in parts:
             if isinstance(part, SegmentEnd) and part.error is not None:
                 raise part.error
             if isinstance(part, UtteranceEnd):

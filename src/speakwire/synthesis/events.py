@@ -34,6 +34,10 @@ class AudioReady:
     """``samples`` as signed 16-bit little-endian PCM (``float_to_int16_bytes``), made on the worker thread that
     made the samples, so the event loop writes PCM and WAV without a numpy cast of its own (each cast there
     also hands the GIL to the workers and back). None where nobody made it: the output casts ``samples``."""
+    audible_from: int | None = field(default=None, repr=False, compare=False)
+    """Index of the first sample loud enough to end the utterance's leading silence (``audio.leading_silence``;
+    ``len(samples)`` when none is), found on the worker thread while the utterance still trims, so the event
+    loop does not scan audio. None where nobody looked: the trimmer scans itself."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,10 +26,11 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable
+from dataclasses import replace
 from typing import Protocol
 
 from speakwire.audio.chunk import Float32Array, float_to_int16_bytes, s16le_of_suffix
-from speakwire.audio.leading_silence import LeadingSilenceTrimmer
+from speakwire.audio.leading_silence import LeadingSilenceTrimmer, audible_from
 from speakwire.engines.base import SynthesisRequest, SynthesisRun
 from speakwire.errors import PayloadTooLargeError
 from speakwire.synthesis.aligning import AlignerThread, SentenceWords
@@ -123,6 +124,10 @@ class Utterance:
         """Set by the output (``AudioOut.parts``) when it sends 16-bit PCM as is: the drivers' threads then cast
         each chunk (``AudioReady.s16le``) and the event loop does not. Unset, nobody casts what nobody sends
         (MP3, float PCM, a volume to apply); a chunk made before it was set is cast by the output."""
+        self.wants_words = True
+        """Cleared by an output whose reader takes no word timings (an HTTP audio body: ``AudioOut.all_parts``
+        with ``words=False``). The trim then leaves the events' words as the engine timed them, or drops them,
+        instead of rebuilding them with moved times for every chunk: they are not to be read."""
         self._words: SentenceWords | None = None
         """Word timings from the pipeline's aligner; the events pass through it first (``synthesis.aligning``)."""
         aligner = pipeline.aligner
@@ -250,7 +255,7 @@ class Utterance:
             return
         if isinstance(event, AudioReady) and event.words and not self._pipeline.engine_words:
             # An aligner named explicitly replaces the engine's words.
-            event = AudioReady(event.index, event.samples, s16le=event.s16le)
+            event = AudioReady(event.index, event.samples, s16le=event.s16le, audible_from=event.audible_from)
         if self._words is None:
             self._emit(event)
         else:
@@ -264,7 +269,8 @@ class Utterance:
             return
         progress = self._progress
         if isinstance(event, SegmentWords):
-            event = SegmentWords(event.index, self._shift(event.words))  # an aligner's: times move with the trim
+            # An aligner's: times move with the trim.
+            event = SegmentWords(event.index, self._shift(event.words) if self.wants_words else ())
         elif isinstance(event, AudioReady) and not len(event.samples):
             trimmed = self._trim(event)  # words only: times shift, no audio to account for
             if trimmed is None:
@@ -301,16 +307,16 @@ class Utterance:
     def _trim(self, event: AudioReady) -> AudioReady | None:
         """``event`` without the utterance's leading silence (None: nothing of it is left to send)."""
         trimmer = self._trimmer
-        if trimmer.done and (not trimmer.trimmed or not event.words):
+        if trimmer.done and (not trimmer.trimmed or not event.words or not self.wants_words):
             return event  # the common case once speech has started: nothing to cut, nothing to move
         before = trimmer.trimmed
         whole = event.samples
-        samples = trimmer.trim(whole) if len(whole) else whole
+        samples = trimmer.trim(whole, event.audible_from) if len(whole) else whole
         if trimmer.trimmed != before:
             self._taken += trimmer.trimmed - before  # never sent, so never read: the lead lets go of them
             if self._parked is not None and self._made - self._taken <= self._lead // 2:
                 self._resume()
-        words = self._shift(event.words)
+        words = self._shift(event.words) if self.wants_words else ()
         if not len(samples) and not words:
             return None
         return AudioReady(event.index, samples, words, s16le_of_suffix(event.s16le, whole, samples))
@@ -357,6 +363,10 @@ class Utterance:
 
     def post_audio(self, event: AudioReady) -> None:
         samples = len(event.samples)
+        if samples and not self._trimmer.done and event.audible_from is None:
+            # Looked for here, on the worker: the event loop only cuts. (Read unlocked: should the loop finish
+            # trimming meanwhile, this scan is merely unused.)
+            event = replace(event, audible_from=audible_from(event.samples))
         self._made += samples
         lead = self._made - self._taken
         if lead > self.peak_lead_samples:

@@ -68,11 +68,16 @@ async def create_speech(
     resolved = await resolve_speech(state, engine, body.options())
     fmt, rate = resolved.response_format, resolved.output_rate
     delivery = body.delivery(accept)
-    out = await AudioOut.open(OutputSpec(fmt, rate, "file" if delivery == "file" else "stream"))
     # The text is already checked against max_input_chars, which an operator may set above the
     # utterance's default buffer; left at the default, feed() would refuse it after admission.
     admitted = admit(state, resolved, protocol=protocol, max_buffer_chars=state.settings.max_input_chars)
     admitted.say(text)
+    # Opened once synthesis has started: an FFmpeg codec opens on the encode pool while the engine works.
+    try:
+        out = await AudioOut.open(OutputSpec(fmt, rate, "file" if delivery == "file" else "stream"))
+    except BaseException:
+        admitted.close()  # a rate the codec refuses: no response will own the slot
+        raise
     headers = audio_headers(rate)
     words = bool(body.word_timestamps) and delivery == "sse"
     ignored = [*body.ignored_fields, *resolved.ignored_fields]
