@@ -79,7 +79,7 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
     app.include_router(deepgram_router.router)
     app.include_router(elevenlabs_router.router)
     app.include_router(magpie_router.router)
-    openapi_document.install(app, settings)
+    openapi_document.install(app, settings, lambda: state.engine.info if state.engine else None)
     if settings.api_key:
         app.add_middleware(
             ApiKeyMiddleware,

@@ -21,3 +21,26 @@ def parse_json(text: str | bytes) -> Any:
         return json.loads(text)
     except RecursionError:
         raise json.JSONDecodeError("Nesting too deep", "", 0) from None
+
+
+def json_int(value: Any) -> int | None:
+    """``value`` as an int when JSON Schema calls it an integer (``20`` and ``20.0`` alike), else None.
+
+    ``true``/``false`` are not integers here, though Python's ``bool`` is an ``int``: a client that sends one
+    for a number has made a mistake worth a 400.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def not_bool(value: Any) -> Any:
+    """A pydantic ``mode="before"`` check for integer fields: ``true``/``false`` are refused, which pydantic's lax
+    ``int`` takes as 1 and 0 (``20.0`` it takes as 20, as JSON Schema does)."""
+    if isinstance(value, bool):
+        raise ValueError("must be an integer, not true or false")
+    return value

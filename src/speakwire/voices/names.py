@@ -17,6 +17,8 @@ from speakwire.errors import BadRequestError
 
 MAX_NAME_LENGTH = 64
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+NAME_PATTERN = rf"^\s*[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_LENGTH - 1}}}\s*$"
+"""``validate_name``'s rule as a JSON Schema pattern (surrounding spaces are stripped)."""
 _RULE = (
     f"1–{MAX_NAME_LENGTH} characters: letters A–Z, digits, '-', '_' and '.', starting with a letter or digit "
     "(e.g. 'jane-doe' or 'narrator_v2')"

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from speakwire.errors import BadRequestError, PayloadTooLargeError, SpeakwireError, TooBusyError
-from speakwire.server.json_message import parse_json
+from speakwire.languages import language_name as to_language_name
+from speakwire.server.json_message import json_int, parse_json
 from speakwire.server.limits import MAX_SESSION_CHARS, MAX_TEXT_MESSAGE_BYTES
 from speakwire.server.options import SpeechOptions
 from speakwire.text.alignment import WordTiming
@@ -62,12 +63,6 @@ REMEMBERED_ENDED = 1024
 SPEED_WORDS = {"slowest": 0.6, "slow": 0.8, "normal": 1.0, "fast": 1.25, "fastest": 1.5}
 """``speed`` as a word (``ModelSpeed``; the two extremes are from the older ``__experimental_controls``)."""
 MIN_VOLUME, MAX_VOLUME = 0.5, 2.0
-LANGUAGE_NAMES = {
-    "en": "English", "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "de": "German", "fr": "French",
-    "ru": "Russian", "pt": "Portuguese", "es": "Spanish", "it": "Italian",
-}  # fmt: skip
-"""Cartesia's ISO 639-1 codes in the spelling our engines use; other codes go to the engine as sent."""
-
 Container = Literal["raw", "wav", "mp3"]
 
 # (container, encoding) -> (our encoder's format, the AUDIO_FORMATS name resolve_speech validates with)
@@ -186,7 +181,7 @@ def parse_spec(message: Mapping[str, Any], *, containers: Sequence[Container] = 
     delay = message.get("max_buffer_delay_ms")
     if delay is None:
         delay = DEFAULT_MAX_BUFFER_DELAY_MS
-    elif isinstance(delay, bool) or not isinstance(delay, int) or not 0 <= delay <= MAX_BUFFER_DELAY_MS:
+    elif (delay := json_int(delay)) is None or not 0 <= delay <= MAX_BUFFER_DELAY_MS:
         raise BadRequestError(
             f"max_buffer_delay_ms must be an integer from 0 to {MAX_BUFFER_DELAY_MS}.", param="max_buffer_delay_ms"
         )
@@ -196,7 +191,7 @@ def parse_spec(message: Mapping[str, Any], *, containers: Sequence[Container] = 
         response_format=output.resolve_format,
         speed=speed,
         sample_rate=output.sample_rate,
-        language=language_name(message.get("language") or message.get("locale")),
+        language=language_name(_language_field(message)),
         seed=_seed(message.get("seed")),
     )
     return ContextSpec(
@@ -284,13 +279,19 @@ def model_name(value: Any) -> str | None:
     return value
 
 
+def _language_field(message: Mapping[str, Any]) -> Any:
+    """``language``, or ``locale`` when it is absent or empty (a non-string ``language`` stays, to be refused)."""
+    language = message.get("language")
+    return message.get("locale") if language is None or language == "" else language
+
+
 def language_name(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
         raise BadRequestError("language must be a string such as 'en'.", param="language")
     code = value.strip()
-    return LANGUAGE_NAMES.get(code.split("-")[0].lower(), code) if code else None
+    return to_language_name(code) if code else None  # ISO 639-1 codes as our engines name them
 
 
 def _speed(value: Any, param: str) -> float | None:
@@ -304,9 +305,12 @@ def _speed(value: Any, param: str) -> float | None:
 
 
 def _seed(value: Any) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+    if value is None:
+        return None
+    seed = json_int(value)
+    if seed is None:
         raise BadRequestError("seed must be an integer.", param="seed")
-    return None if value is None else int(value)
+    return seed
 
 
 def _bool(message: Mapping[str, Any], key: str, default: bool) -> bool:

@@ -72,13 +72,16 @@ REST_ENCODINGS: tuple[str, ...] = (*WS_ENCODINGS, "mp3", "opus", "flac", "aac")
 _PCM_RATES = (8000, 16000, 24000, 32000, 44100, 48000)
 _G711_RATES = (8000, 16000)
 _WS_RATES: dict[str, tuple[int, ...]] = {"linear16": _PCM_RATES, "mulaw": _G711_RATES, "alaw": _G711_RATES}
-_REST_RATES: dict[str, tuple[int, ...]] = {
+REST_RATES: dict[str, tuple[int, ...]] = {
     **_WS_RATES,
     "flac": (8000, 16000, 22050, 32000, 48000),
     "mp3": (22050,),
     "opus": (48000,),
     "aac": (22050,),
 }
+REST_SAMPLE_RATES = sorted({rate for rates in REST_RATES.values() for rate in rates})
+"""Every rate some encoding of ``/v1/speak`` takes (``REST_RATES`` says which: the OpenAPI document lists both)."""
+
 _DEFAULT_RATES = {"linear16": 24000, "mulaw": 8000, "alaw": 8000, "flac": 48000, "mp3": 22050, "opus": 48000,
                   "aac": 22050}  # fmt: skip
 _CONTAINERS: dict[str, tuple[str, ...]] = {
@@ -201,7 +204,7 @@ def parse_rest_query(query: Mapping[str, str]) -> SpeakParams:
         raise bad_parameter(
             f"Invalid container '{query.get('container')}' for encoding {encoding}; use {' or '.join(allowed)}."
         )
-    rate = _sample_rate(query, encoding, _REST_RATES)
+    rate = _sample_rate(query, encoding, REST_RATES)
     return SpeakParams(_model(query), encoding, container, rate, _speed(query), _seed(query))
 
 

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from speakwire.encoders.av_stream import MP3, OPUS, AvStreamEncoder
 from speakwire.encoders.base import Encoder
@@ -53,8 +53,9 @@ from speakwire.errors import (
     SpeakwireError,
     TooBusyError,
 )
+from speakwire.languages import language_name
 from speakwire.output import Framing, OutputSpec
-from speakwire.server.json_message import parse_json
+from speakwire.server.json_message import not_bool, parse_json
 from speakwire.server.limits import CLOSE_POLICY
 from speakwire.server.options import MAX_SPEED, MIN_SPEED, SpeechOptions
 
@@ -128,10 +129,6 @@ def parse_output_format(value: str | None) -> OutputFormat:
 MAX_INACTIVITY_TIMEOUT_S = 180
 DEFAULT_INACTIVITY_TIMEOUT_S = 20
 
-_LANGUAGES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian",
-              "pt": "Portuguese", "ru": "Russian", "zh": "Chinese", "ja": "Japanese", "ko": "Korean"}  # fmt: skip
-"""ElevenLabs' ISO 639-1 ``language_code`` → the language names our engines use."""
-
 
 @dataclass(frozen=True, slots=True)
 class VoiceSettings:
@@ -172,7 +169,7 @@ def speech_options(
     served model", so clients that always send one keep working; any other id must name a served model.
     """
     model = None if model_id is None or model_id.lower().startswith("eleven_") else model_id
-    language = None if language_code is None else _LANGUAGES.get(language_code.lower(), language_code)
+    language = None if language_code is None else language_name(language_code)
     return SpeechOptions(
         model=model,
         voice=voice_id,
@@ -483,6 +480,8 @@ class TextToSpeechBody(BaseModel):
     voice_settings: dict[str, Any] | None = None
     seed: int | None = None
     """Honoured: the same seed and text give the same audio (Piper then synthesizes without noise)."""
+
+    _seed_not_bool = field_validator("seed", mode="before")(not_bool)
 
 
 def http_error_body(status: str, message: str) -> dict[str, Any]:

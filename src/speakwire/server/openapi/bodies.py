@@ -12,8 +12,9 @@ from typing import Any
 from speakwire.server.cartesia import protocol as cartesia
 from speakwire.server.deepgram import protocol as deepgram
 from speakwire.server.elevenlabs import protocol as elevenlabs
-from speakwire.server.openapi.limits import speech_text
+from speakwire.server.openapi.limits import speech_text, spoken_language
 from speakwire.server.options import MAX_SAMPLE_RATE, MAX_SPEED, MIN_SAMPLE_RATE, MIN_SPEED
+from speakwire.voices.names import NAME_PATTERN
 
 _SPEED = {"type": "number", "minimum": MIN_SPEED, "maximum": MAX_SPEED}
 _NAME = {"type": "string", "description": "A served model or voice, or a name stock clients send (aliased)."}
@@ -51,10 +52,10 @@ ELEVENLABS_BODY = json_body(
             {
                 "text": speech_text("Text to speak."),
                 "model_id": {"type": "string", "description": "eleven_* ids mean the served model."},
-                "language_code": {"type": "string"},
+                "language_code": {"type": "string", **spoken_language()},
                 "voice_settings": {
                     "type": "object",
-                    "properties": {"speed": _SPEED},
+                    "properties": {"speed": {"anyOf": [_SPEED, {"type": "null"}]}},
                     "description": "Only speed has an effect here; the other settings are accepted and ignored.",
                 },
                 "seed": {"type": "integer"},
@@ -68,10 +69,10 @@ ELEVENLABS_QUERY = query(
         "name": "output_format",
         "schema": {
             "type": "string",
-            "enum": list(elevenlabs.OUTPUT_FORMATS),
+            "enum": [*elevenlabs.OUTPUT_FORMATS, ""],
             "default": elevenlabs.DEFAULT_OUTPUT_FORMAT,
         },
-        "description": "codec_rate[_kbps].",
+        "description": "codec_rate[_kbps]; empty: the default.",
     }
 )
 
@@ -118,7 +119,7 @@ def cartesia_body(*, sse: bool) -> dict[str, Any]:
                         ]
                     },
                     "output_format": _cartesia_output(("raw",) if sse else ("raw", "wav", "mp3")),
-                    "language": {"type": "string"},
+                    "language": {"type": "string", **spoken_language()},
                     "speed": speed,
                     "generation_config": _null_is_absent(
                         _object(
@@ -159,7 +160,13 @@ DEEPGRAM_QUERY = query(
         "schema": {"type": "string", "enum": ["wav", "none", "ogg"]},
         "description": "wav or none for linear16, mulaw and alaw; ogg for opus; none otherwise.",
     },
-    {"name": "sample_rate", "schema": {"type": "integer"}, "description": "Per encoding, as Deepgram lists them."},
+    {
+        "name": "sample_rate",
+        "schema": {"type": "integer", "enum": deepgram.REST_SAMPLE_RATES},
+        "description": "Per encoding, as Deepgram lists them: "
+        + "; ".join(f"{encoding} {', '.join(map(str, rates))}" for encoding, rates in deepgram.REST_RATES.items())
+        + ".",
+    },
     {"name": "speed", "schema": _SPEED},
     {"name": "seed", "schema": {"type": "integer"}},
 )
@@ -173,7 +180,7 @@ MAGPIE_BODY = json_body(
             {
                 "text": speech_text("Text to speak."),
                 "voice_name": {"type": "string"},
-                "language_code": {"type": "string"},
+                "language_code": {"type": "string", **spoken_language()},
                 "sample_rate_hz": {"type": "integer", "minimum": MIN_SAMPLE_RATE, "maximum": MAX_SAMPLE_RATE},
             },
             "text",
@@ -184,18 +191,29 @@ MAGPIE_BODY = json_body(
 
 # ----- the voice library: POST /v1/audio/voices/import ------------------------------------------------------
 
+_IMPORT_NAME = {
+    "type": "string",
+    "pattern": f"^(?:{NAME_PATTERN[1:-1]})?$",
+    "description": "Save it under this name instead of its own (empty: its own).",
+}
+
 VOICE_IMPORT_BODY = json_body(
     _object(
         {
-            "file": {"type": "string", "minLength": 1, "description": "The .swv file as a data URI or base64."},
-            "name": {"type": "string", "description": "Save it under this name instead of its own."},
+            "file": {
+                "type": "string",
+                "minLength": 1,
+                "pattern": r"^\s*(?:data:[^,]*,[\s\S]*|[A-Za-z0-9+/=\s]+)$",
+                "description": "The .swv file as a data URI or base64.",
+            },
+            "name": _IMPORT_NAME,
         },
         "file",
     ),
     also={
         "multipart/form-data": {
             "schema": _object(
-                {"file": {"type": "string", "format": "binary"}, "name": {"type": "string"}},
+                {"file": {"type": "string", "format": "binary"}, "name": _IMPORT_NAME},
                 "file",
             )
         }

@@ -2,18 +2,22 @@
 
 Each route's real answers and requests come from ``routes.ROUTES``, the dialects' error bodies go into
 ``components.schemas``, and the document describes this server as it was started: text fields get its
-``--max-input-chars`` as their ``maxLength``, and with an API key the routes ``ApiKeyMiddleware`` guards name
-the key's headers as their security (and answer 401); without one, no route does.
+``--max-input-chars`` as their ``maxLength``, language fields the pattern of what its engine speaks, fields its
+engine cannot use ``null`` only (so the document is built once the engine is loaded), and with an API key the
+routes ``ApiKeyMiddleware`` guards name the key's headers as their security (and answer 401); without one, no
+route does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI
 
+from speakwire.engines.base import EngineInfo
 from speakwire.server.auth import OBSERVABILITY_PATHS, PROBE_PATHS
-from speakwire.server.openapi.limits import set_text_limits
+from speakwire.server.openapi.limits import set_engine_fields, set_text_limits
 from speakwire.server.openapi.responses import component_schemas
 from speakwire.server.openapi.routes import document_routes
 from speakwire.settings import Settings
@@ -26,8 +30,9 @@ SECURITY_SCHEMES = {
 """The headers that carry the key (``server/auth.py``: any of them, on any route)."""
 
 
-def install(app: FastAPI, settings: Settings) -> None:
-    """Serve ``app``'s OpenAPI document completed as the module docstring says, for a server with ``settings``."""
+def install(app: FastAPI, settings: Settings, engine: Callable[[], EngineInfo | None]) -> None:
+    """Serve ``app``'s OpenAPI document completed as the module docstring says, for a server with ``settings``
+    whose engine ``engine()`` describes (None until it is loaded)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -36,7 +41,12 @@ def install(app: FastAPI, settings: Settings) -> None:
             document.setdefault("components", {}).setdefault("schemas", {}).update(component_schemas())
             document_routes(document)
             set_text_limits(document, settings.max_input_chars)
+            info = engine()
+            set_engine_fields(document, info)
             _set_security(document, settings)
+            if info is None:
+                app.openapi_schema = None  # asked before the engine loaded: built again, with its languages, later
+                return document
         return generate()
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -1,13 +1,20 @@
-"""Text to speak in a request schema: its limit is the operator's ``--max-input-chars``, known only at start-up.
+"""What a request schema can only state once the server runs: the text limit and what the engine does.
 
-A route's schema is fixed when its module is imported; fields that hold text to speak are declared with
+A route's schema is fixed when its module is imported. Fields that hold text to speak are declared with
 ``speech_text()``, and the document a server serves states that field's real ``maxLength``
-(``set_text_limits``), so a client or a fuzzer that keeps to the document is not refused for length.
+(``set_text_limits``: the operator's ``--max-input-chars``), so a client or a fuzzer that keeps to the
+document is not refused for length. Language fields are declared with ``spoken_language()`` and get the pattern
+of what the loaded engine speaks; fields only some engines take (``engine_capability()``: reference audio to clone
+from, style instructions) are documented as ``null``-only (a switch: ``false`` or ``null``) when the loaded engine
+cannot use them (``set_engine_fields``).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from speakwire.engines.base import EngineInfo
+from speakwire.languages import accepted_pattern
 
 TEXT_LIMIT = "x-speakwire-max-input-chars"
 """Marks a text field whose ``maxLength`` is the server's ``max_input_chars``; ``set_text_limits`` replaces it."""
@@ -25,6 +32,50 @@ def speech_text(description: str) -> dict[str, Any]:
         TEXT_LIMIT: True,
         "description": f"{description} At least one letter or digit; at most the server's --max-input-chars.",
     }
+
+
+LANGUAGE_FIELD = "x-speakwire-language"
+"""Marks a language field; ``set_engine_fields`` replaces it with the engine's ``pattern``."""
+
+
+def spoken_language(description: str = "") -> dict[str, Any]:
+    """Marks a language field (a string: a name such as ``English``, an ISO 639-1 code, or a tag such as ``en-US``)."""
+    text = "A language the engine speaks: its name, ISO 639-1 code or a tag such as en-US; Auto to let it tell."
+    return {LANGUAGE_FIELD: True, "description": f"{description} {text}".strip()}
+
+
+CAPABILITY_FIELD = "x-speakwire-engine-capability"
+"""Marks a field only engines with a capability take (its value: the ``EngineInfo`` flag, e.g. ``supports_cloning``)."""
+
+
+def engine_capability(flag: str) -> dict[str, Any]:
+    """Marks a field that only an engine with ``EngineInfo.<flag>`` takes."""
+    return {CAPABILITY_FIELD: flag}
+
+
+def set_engine_fields(node: Any, info: EngineInfo | None) -> None:
+    """Complete ``node`` (a document, in place) for the engine ``info`` describes: language fields get the pattern
+    of its languages, and fields it cannot use become ``null``-only (sending one is a 400). With None (no engine
+    loaded yet) the marks are dropped and the fields stay as declared."""
+    pattern = None if info is None else accepted_pattern(info.languages)
+    _complete(node, pattern, info)
+
+
+def _complete(node: Any, pattern: str | None, info: EngineInfo | None) -> None:
+    if isinstance(node, dict):
+        if node.pop(LANGUAGE_FIELD, False) and pattern is not None:
+            node["pattern"] = pattern
+        flag = node.pop(CAPABILITY_FIELD, None)
+        if flag is not None and info is not None and not getattr(info, flag):
+            description = f"Not taken by this server's engine ({info.name}): leave it out."
+            switch = node.get("type") == "boolean" or any(b.get("type") == "boolean" for b in node.get("anyOf", ()))
+            node.clear()  # a switch may still be sent off
+            node.update({"enum": [False, None]} if switch else {"type": "null"}, description=description)
+        for value in node.values():
+            _complete(value, pattern, info)
+    elif isinstance(node, list):
+        for value in node:
+            _complete(value, pattern, info)
 
 
 def set_text_limits(node: Any, max_chars: int) -> None:

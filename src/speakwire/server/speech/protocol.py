@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
 
 from speakwire.encoders.registry import AUDIO_FORMATS
-from speakwire.server.openapi.limits import speech_text
+from speakwire.languages import language_name
+from speakwire.server.json_message import not_bool
+from speakwire.server.openapi.limits import engine_capability, speech_text, spoken_language
 from speakwire.server.options import (
     MAX_SAMPLE_RATE,
     MAX_SPEED,
@@ -33,7 +35,12 @@ _VOICE_SCHEMA: JsonDict = {
     ]
 }
 """A name, or OpenAI's newer ``{"id": ...}`` (``voice_name``)."""
-_FORMAT_ENUM: JsonDict = {"enum": [*AUDIO_FORMATS]}
+
+
+def _format_or_null(schema: JsonDict) -> None:
+    """``response_format``: one of ours, or null like every field here (``_null_means_absent``: the default)."""
+    schema.pop("type", None)
+    schema["anyOf"] = [{"type": "string", "enum": [*AUDIO_FORMATS]}, {"type": "null"}]
 
 
 class SpeechRequest(BaseModel):
@@ -50,31 +57,43 @@ class SpeechRequest(BaseModel):
     response_format: str = Field(
         "mp3",
         description="wav, pcm, flac, mp3, opus, aac, ulaw, alaw.",
-        json_schema_extra=_FORMAT_ENUM,
+        json_schema_extra=_format_or_null,
     )
     speed: float | None = Field(
         None, description="0.25 to 4.0.", json_schema_extra={"minimum": MIN_SPEED, "maximum": MAX_SPEED}
     )
-    stream: bool | None = Field(None, description="Stream; without stream_format this means SSE.")
+    stream: bool | None = Field(None, strict=True, description="Stream; without stream_format this means SSE.")
     stream_format: Literal["audio", "sse"] | None = None
     sample_rate: int | None = Field(
         None,
         description="Output rate, 8000-48000 Hz (pcm default 24000).",
         json_schema_extra={"minimum": MIN_SAMPLE_RATE, "maximum": MAX_SAMPLE_RATE},
     )
-    language: str | None = None
-    instructions: str | None = Field(None, max_length=4096)
+    language: str | None = Field(None, json_schema_extra=spoken_language())
+    instructions: str | None = Field(
+        None, max_length=4096, json_schema_extra=engine_capability("supports_instructions")
+    )
     task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = None
-    ref_audio: str | None = Field(None, description="Reference audio: data URI or base64.")
-    ref_text: str | None = None
-    x_vector_only_mode: bool | None = None
-    speaker_embedding: list[float] | None = None
+    ref_audio: str | None = Field(
+        None,
+        description="Reference audio: data URI or base64.",
+        json_schema_extra=engine_capability("supports_cloning"),
+    )
+    ref_text: str | None = Field(None, json_schema_extra=engine_capability("supports_cloning"))
+    x_vector_only_mode: bool | None = Field(None, strict=True, json_schema_extra=engine_capability("supports_cloning"))
+    speaker_embedding: list[float] | None = Field(None, json_schema_extra=engine_capability("supports_cloning"))
     max_new_tokens: int | None = Field(None, ge=1, le=4096)
     seed: int | None = None
     initial_codec_chunk_frames: int | None = Field(None, ge=0)
     word_timestamps: bool | None = Field(
-        None, description="With stream_format sse: speech.audio.words events (word, start_ms, end_ms, char offsets)."
+        None,
+        strict=True,
+        description="With stream_format sse: speech.audio.words events (word, start_ms, end_ms, char offsets).",
     )
+
+    _integers_not_bools = field_validator(
+        "sample_rate", "max_new_tokens", "seed", "initial_codec_chunk_frames", mode="before"
+    )(not_bool)
 
     @model_validator(mode="before")
     @classmethod
@@ -97,7 +116,7 @@ class SpeechRequest(BaseModel):
             response_format=self.response_format,
             speed=self.speed,
             sample_rate=self.sample_rate,
-            language=self.language,
+            language=language_name(self.language) if self.language else None,  # "en", "en-US" too
             instructions=self.instructions,
             task_type=self.task_type,
             ref_audio=self.ref_audio,

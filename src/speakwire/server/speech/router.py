@@ -18,16 +18,34 @@ from starlette.responses import Response
 
 from speakwire.errors import BadRequestError, PayloadTooLargeError
 from speakwire.server.json_message import parse_json
+from speakwire.server.openapi.limits import engine_capability
 from speakwire.server.speech.handler import create_speech
 from speakwire.server.speech.protocol import SpeechRequest
 
 router = APIRouter()
 
 MAX_UPLOAD_BYTES = 25 * 1024 * 1024
-_BOOL_FIELDS = {"stream", "x_vector_only_mode"}
+_BOOL_FIELDS = {"stream", "x_vector_only_mode", "word_timestamps"}
 _NUMBER_FIELDS = {"speed": float, "sample_rate": int, "max_new_tokens": int, "seed": int,
                   "initial_codec_chunk_frames": int}  # fmt: skip
 
+_FORM_TRUE = frozenset({"1", "true", "yes", "on"})
+_FORM_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def _form_field_schema(field: dict[str, Any]) -> dict[str, Any]:
+    """A JSON body field's schema as a form field: the same type and bounds, without ``null`` (an empty form
+    field is "not sent", as ``null`` is in JSON) and without objects (a form field is text or a file)."""
+    schema = {key: value for key, value in field.items() if key not in ("anyOf", "default", "title")}
+    branches = [b for b in field.get("anyOf", ()) if b.get("type") not in ("null", "object", "array")]
+    if len(branches) == 1:
+        schema = {**branches[0], **schema}
+    elif branches:
+        schema["anyOf"] = branches
+    return schema
+
+
+_JSON_FIELDS = SpeechRequest.model_json_schema()["properties"]
 _OPENAPI_BODY = {
     "requestBody": {
         "required": True,
@@ -37,9 +55,12 @@ _OPENAPI_BODY = {
                 "schema": {
                     "type": "object",
                     "properties": {
-                        **{k: {"type": "string"} for k in SpeechRequest.model_fields},
-                        "input": SpeechRequest.model_json_schema()["properties"]["input"],
-                        "ref_audio": {"type": "string", "format": "binary"},
+                        **{
+                            name: _form_field_schema(field)
+                            for name, field in _JSON_FIELDS.items()
+                            if name != "speaker_embedding"  # a list: JSON only
+                        },
+                        "ref_audio": {"type": "string", "format": "binary", **engine_capability("supports_cloning")},
                     },
                     "required": ["input"],
                 }
@@ -59,16 +80,36 @@ async def _form_fields(request: Request) -> dict[str, Any]:
                 raise PayloadTooLargeError(f"{key} is over {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB.", param=key)
             mime = value.content_type or "application/octet-stream"
             fields[key] = f"data:{mime};base64,{base64.b64encode(data).decode()}"
+        elif not value.strip() and key != "input":
+            continue  # an empty field is not sent, as null is in JSON (an HTML form sends its blank inputs)
         elif key in _BOOL_FIELDS:
-            fields[key] = value.lower() in ("1", "true", "yes", "on")
+            fields[key] = _form_bool(key, value)
         elif key in _NUMBER_FIELDS:
-            try:
-                fields[key] = _NUMBER_FIELDS[key](value)
-            except ValueError as exc:
-                raise BadRequestError(f"'{key}' must be a number, got {value!r}.", param=key) from exc
+            fields[key] = _form_number(key, value)
         else:
             fields[key] = value
     return fields
+
+
+def _form_bool(key: str, value: str) -> bool:
+    word = value.strip().lower()
+    if word not in _FORM_TRUE | _FORM_FALSE:
+        raise BadRequestError(f"'{key}' must be true or false, got {value!r}.", param=key)
+    return word in _FORM_TRUE
+
+
+def _form_number(key: str, value: str) -> float | int:
+    """A form field's number; an integer field takes ``20`` or ``20.0`` (JSON Schema's integers), not ``20.5``."""
+    kind = "an integer" if _NUMBER_FIELDS[key] is int else "a number"
+    try:
+        number = float(value)
+    except ValueError:
+        raise BadRequestError(f"'{key}' must be {kind}, got {value!r}.", param=key) from None
+    if _NUMBER_FIELDS[key] is float:
+        return number
+    if not number.is_integer():
+        raise BadRequestError(f"'{key}' must be {kind}, got {value!r}.", param=key)
+    return int(number)
 
 
 @router.post(

@@ -21,29 +21,44 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 
 from speakwire.errors import BadRequestError, SpeakwireError
+from speakwire.languages import names_pattern
 from speakwire.server.state import ServerState
 from speakwire.server.voices.protocol import error_response, read_archive_upload, read_upload
 from speakwire.server.voices.serving import catalogue, describe, save_voice, serving_info, voice_library
 from speakwire.voices.archive import MEDIA_TYPE, SUFFIX
+from speakwire.voices.fields import LANGUAGES, MAX_CONSENT_CHARS, MAX_DESCRIPTION_CHARS, MAX_REF_TEXT_CHARS
+from speakwire.voices.names import NAME_PATTERN
 
 router = APIRouter()
 
+_FIELDS: dict[str, dict[str, object]] = {
+    "name": {"type": "string", "pattern": NAME_PATTERN},
+    "consent": {
+        "type": "string", "minLength": 1, "maxLength": MAX_CONSENT_CHARS, "pattern": r"\S",
+        "description": "Who recorded it, and that they agreed.",
+    },
+    "ref_text": {
+        "type": "string", "maxLength": MAX_REF_TEXT_CHARS, "description": "Transcript; without it: x-vector only.",
+    },
+    "speaker_description": {"type": "string", "maxLength": MAX_DESCRIPTION_CHARS},
+    "language": {"type": "string", "pattern": names_pattern(LANGUAGES), "description": ", ".join(LANGUAGES)},
+}  # fmt: skip
+"""The voice's metadata as ``voices.fields`` checks it (the reference audio must also decode: no schema says so)."""
+_REQUIRED = ["audio_sample", "name", "consent"]
 _UPLOAD_BODY = {
     "requestBody": {
-        "required": True,
+        "required": False,
+        "description": "The voice to save. An empty POST lists the voices instead (SageMaker's /invocations routes "
+        "an empty body here).",
         "content": {
             "multipart/form-data": {
                 "schema": {
                     "type": "object",
                     "properties": {
                         "audio_sample": {"type": "string", "format": "binary", "description": "1–30 s, ≤ 10 MiB"},
-                        "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"},
-                        "consent": {"type": "string", "description": "Who recorded it, and that they agreed."},
-                        "ref_text": {"type": "string", "description": "Transcript; without it: x-vector only."},
-                        "speaker_description": {"type": "string"},
-                        "language": {"type": "string"},
+                        **_FIELDS,
                     },
-                    "required": ["audio_sample", "name", "consent"],
+                    "required": _REQUIRED,
                 }
             },
             "application/json": {
@@ -51,12 +66,9 @@ _UPLOAD_BODY = {
                     "type": "object",
                     "properties": {
                         "audio_sample": {"type": "string", "description": "data:audio/...;base64,... or base64"},
-                        "name": {"type": "string"},
-                        "consent": {"type": "string"},
-                        "ref_text": {"type": "string"},
-                        "speaker_description": {"type": "string"},
-                        "language": {"type": "string"},
+                        **_FIELDS,
                     },
+                    "required": _REQUIRED,
                 }
             },
         },
