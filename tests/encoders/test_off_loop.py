@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 from speakwire.audio.chunk import Float32Array
+from speakwire.encoders import encode_pool
 from speakwire.encoders.av_stream import MP3, AvStreamEncoder
 from speakwire.encoders.base import Encoder
-from speakwire.encoders.off_loop import POOL_THREADS, LoopEncoder, open_encoder
+from speakwire.encoders.encode_pool import POOL_THREADS
+from speakwire.encoders.off_loop import LoopEncoder, open_encoder
 from speakwire.encoders.pcm import PcmEncoder
 from speakwire.encoders.registry import AUDIO_FORMATS, create_encoder, default_sample_rate
 from speakwire.errors import BadRequestError
@@ -163,3 +165,22 @@ async def test_a_call_cancelled_while_encoding_finishes_before_the_next_call_sta
     held.release.set()
     await finishing
     assert held.calls == ["encode start", "encode end", "finish start"]
+
+
+async def test_a_call_cancelled_before_a_thread_took_it_never_runs() -> None:
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    def hold() -> None:
+        started.release()
+        release.wait(30)
+
+    holders = [encode_pool.submit(hold) for _ in range(POOL_THREADS)]
+    for _ in holders:  # every pool thread is busy now
+        assert await asyncio.to_thread(started.acquire, True, 30)
+    ran: list[int] = []
+    queued = encode_pool.submit(ran.append, 1)
+    queued.future.cancel()  # as a cancelled caller's await does
+    release.set()
+    await asyncio.gather(*(holder.future for holder in holders))
+    assert await asyncio.to_thread(queued.finished.wait, 30)
+    assert ran == []

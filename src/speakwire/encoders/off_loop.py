@@ -11,8 +11,9 @@ cost the loop ~0.6 ms of a Piper PCM utterance's ~8.5 (issue 27, ``bench/results
 
 Opening one (codec and muxer: 0.3 ms for Opus, 6 ms for FLAC) goes to the pool too, by ``open_encoder``.
 
-The pool is not asyncio's default executor: whole-file encodes and voice lookups queue there for longer,
-and a stream's next chunk should not wait behind them.
+The pool (``encoders.encode_pool``) is not asyncio's default executor: whole-file encodes and voice lookups
+queue there for longer, and a stream's next chunk should not wait behind them; and it hands each result back to
+the loop with one callback, not through a chain of two futures.
 
 One stream's calls run one at a time, in the order they were made: each caller awaits its call, and a call
 whose task was cancelled while the codec ran (a thread cannot be stopped) is waited for before the next one
@@ -22,20 +23,15 @@ starts, so an encoder is never used by two threads at once and its bytes keep th
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 
 from speakwire.audio.chunk import Float32Array
+from speakwire.encoders import encode_pool
 from speakwire.encoders.av_stream import AAC, FLAC, MP3, OPUS, AvStreamEncoder
 from speakwire.encoders.base import Encoder
 from speakwire.encoders.pcm import PcmEncoder
 from speakwire.encoders.wav import WavEncoder
 
-POOL_THREADS = min(4, os.cpu_count() or 1)
-"""Threads shared by every stream of the process: encoding is ~2 % of a core per real-time stream."""
-
-_pool = ThreadPoolExecutor(max_workers=POOL_THREADS, thread_name_prefix="speakwire-encode")
 _FFMPEG_FORMATS = frozenset(spec.name for spec in (AAC, FLAC, MP3, OPUS))
 
 
@@ -44,7 +40,7 @@ async def open_encoder(fmt: str, make: Callable[[], Encoder]) -> LoopEncoder:
     costs 0.3 ms (Opus) to 6 ms (FLAC) of CPU. Its errors (a rate the codec refuses) are raised here."""
     if fmt not in _FFMPEG_FORMATS:
         return LoopEncoder(make())
-    return LoopEncoder(await asyncio.wrap_future(_pool.submit(make)))
+    return LoopEncoder(await encode_pool.submit(make).future)
 
 
 def s16le_as_is(encoder: Encoder) -> bool:
@@ -74,7 +70,7 @@ class LoopEncoder:
         """A byte cast (PCM, WAV, G.711): callers on the loop may call ``encoder.encode`` directly, no await."""
         self.s16le_as_is = s16le_as_is(encoder)
         """The bytes of ``encode(samples)`` are the samples' s16le: a caller holding those sends them instead."""
-        self._last: Future[bytes] | None = None
+        self._last: encode_pool.Job[bytes] | None = None
 
     def header(self) -> bytes:
         """The encoder's header, inline: it is a constant (WAV) or empty."""
@@ -92,12 +88,9 @@ class LoopEncoder:
         if not self._threaded:
             return method(*args)
         last = self._last
-        if last is not None and not last.done():
+        if last is not None and not last.finished.is_set():
             # A call cancelled while it ran still holds the encoder: wait for it (its outcome is not ours).
-            waiter = asyncio.wrap_future(last)
-            await asyncio.wait([waiter])
-            if not waiter.cancelled():
-                waiter.exception()  # taken, so it is not logged as never retrieved
-        self._last = _pool.submit(method, *args)
-        # Cancelling this await cancels the job if no thread has taken it yet; a running one finishes.
-        return await asyncio.wrap_future(self._last)
+            await asyncio.to_thread(last.finished.wait)
+        job = self._last = encode_pool.submit(method, *args)
+        # Cancelling this await skips the job if no thread has taken it yet; a running one finishes.
+        return await job.future
