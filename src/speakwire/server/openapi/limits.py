@@ -11,6 +11,7 @@ cannot use them (``set_engine_fields``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from speakwire.engines.base import EngineInfo
@@ -58,33 +59,31 @@ def set_engine_fields(node: Any, info: EngineInfo | None) -> None:
     of its languages, and fields it cannot use become ``null``-only (sending one is a 400). With None (no engine
     loaded yet) the marks are dropped and the fields stay as declared."""
     pattern = None if info is None else accepted_pattern(info.languages)
-    _complete(node, pattern, info)
-
-
-def _complete(node: Any, pattern: str | None, info: EngineInfo | None) -> None:
-    if isinstance(node, dict):
-        if node.pop(LANGUAGE_FIELD, False) and pattern is not None:
-            node["pattern"] = pattern
-        flag = node.pop(CAPABILITY_FIELD, None)
+    for schema in _schemas(node):
+        if schema.pop(LANGUAGE_FIELD, False) and pattern is not None:
+            schema["pattern"] = pattern
+        flag = schema.pop(CAPABILITY_FIELD, None)
         if flag is not None and info is not None and not getattr(info, flag):
             description = f"Not taken by this server's engine ({info.name}): leave it out."
-            switch = node.get("type") == "boolean" or any(b.get("type") == "boolean" for b in node.get("anyOf", ()))
-            node.clear()  # a switch may still be sent off
-            node.update({"enum": [False, None]} if switch else {"type": "null"}, description=description)
-        for value in node.values():
-            _complete(value, pattern, info)
-    elif isinstance(node, list):
-        for value in node:
-            _complete(value, pattern, info)
+            anyof = schema.get("anyOf", ())
+            switch = schema.get("type") == "boolean" or any(b.get("type") == "boolean" for b in anyof)
+            schema.clear()  # a switch may still be sent off
+            schema.update({"enum": [False, None]} if switch else {"type": "null"}, description=description)
 
 
 def set_text_limits(node: Any, max_chars: int) -> None:
     """Give every field marked by ``speech_text()`` in ``node`` (a document, in place) ``maxLength: max_chars``."""
+    for schema in _schemas(node):
+        if schema.pop(TEXT_LIMIT, False):
+            schema["maxLength"] = max_chars
+
+
+def _schemas(node: Any) -> Iterator[dict[str, Any]]:
+    """Every object in ``node`` (a document), each before what it holds, so a caller may rewrite it in place."""
     if isinstance(node, dict):
-        if node.pop(TEXT_LIMIT, False):
-            node["maxLength"] = max_chars
-        for value in node.values():
-            set_text_limits(value, max_chars)
+        yield node
+        for value in list(node.values()):
+            yield from _schemas(value)
     elif isinstance(node, list):
         for value in node:
-            set_text_limits(value, max_chars)
+            yield from _schemas(value)

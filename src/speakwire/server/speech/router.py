@@ -25,10 +25,6 @@ from speakwire.server.speech.protocol import SpeechRequest
 router = APIRouter()
 
 MAX_UPLOAD_BYTES = 25 * 1024 * 1024
-_BOOL_FIELDS = {"stream", "x_vector_only_mode", "word_timestamps"}
-_NUMBER_FIELDS = {"speed": float, "sample_rate": int, "max_new_tokens": int, "seed": int,
-                  "initial_codec_chunk_frames": int}  # fmt: skip
-
 _FORM_TRUE = frozenset({"1", "true", "yes", "on"})
 _FORM_FALSE = frozenset({"0", "false", "no", "off"})
 
@@ -46,6 +42,9 @@ def _form_field_schema(field: dict[str, Any]) -> dict[str, Any]:
 
 
 _JSON_FIELDS = SpeechRequest.model_json_schema()["properties"]
+_FORM_TYPES = {name: _form_field_schema(field).get("type") for name, field in _JSON_FIELDS.items()}
+"""Each field's JSON type as a form field reads it (``boolean``, ``number``, ``integer``, ``string``, ...): the
+form is parsed by the same model's types, so a field added to ``SpeechRequest`` is read right without a list here."""
 _OPENAPI_BODY = {
     "requestBody": {
         "required": True,
@@ -82,9 +81,9 @@ async def _form_fields(request: Request) -> dict[str, Any]:
             fields[key] = f"data:{mime};base64,{base64.b64encode(data).decode()}"
         elif not value.strip() and key != "input":
             continue  # an empty field is not sent, as null is in JSON (an HTML form sends its blank inputs)
-        elif key in _BOOL_FIELDS:
+        elif _FORM_TYPES.get(key) == "boolean":
             fields[key] = _form_bool(key, value)
-        elif key in _NUMBER_FIELDS:
+        elif _FORM_TYPES.get(key) in ("number", "integer"):
             fields[key] = _form_number(key, value)
         else:
             fields[key] = value
@@ -100,12 +99,13 @@ def _form_bool(key: str, value: str) -> bool:
 
 def _form_number(key: str, value: str) -> float | int:
     """A form field's number; an integer field takes ``20`` or ``20.0`` (JSON Schema's integers), not ``20.5``."""
-    kind = "an integer" if _NUMBER_FIELDS[key] is int else "a number"
+    integer = _FORM_TYPES[key] == "integer"
+    kind = "an integer" if integer else "a number"
     try:
         number = float(value)
     except ValueError:
         raise BadRequestError(f"'{key}' must be {kind}, got {value!r}.", param=key) from None
-    if _NUMBER_FIELDS[key] is float:
+    if not integer:
         return number
     if not number.is_integer():
         raise BadRequestError(f"'{key}' must be {kind}, got {value!r}.", param=key)
