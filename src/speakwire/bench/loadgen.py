@@ -243,6 +243,8 @@ class WebSocketReply:
     """Where the first audible sample came."""
     refused: bool = False
     """Admission control said no (a ``busy`` error, close 1013)."""
+    refusal: str = ""
+    """The ``busy`` error's message: which admission rule said no."""
     error: str | None = None
     ended_at: float = 0.0
 
@@ -284,7 +286,8 @@ async def websocket_reply(
                         reply.sample_rate = int(message.get("sample_rate", reply.sample_rate))
                         reply.first_segment = reply.first_segment or str(message.get("sentence_text", ""))
                     elif kind == "error":
-                        reply.refused = reply.refused or message.get("code") == "busy"
+                        if message.get("code") == "busy":
+                            reply.refused, reply.refusal = True, str(message.get("message", ""))
                         reply.error = f"error event: {message.get('message')}"
                     elif kind == "session.done":
                         break

@@ -47,6 +47,7 @@ import math
 import random
 import re
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -90,6 +91,8 @@ class Stream:
     """When it started, from the level's start."""
     chars: int
     refused: bool = False
+    refusal: str = ""
+    """The server's reason, when it refused (``refusal_rule``)."""
     error: str | None = None
     ttfa_s: float | None = None
     """From the first word sent to the first audio byte."""
@@ -114,7 +117,7 @@ async def one_stream(url: str, text: str, *, words_per_s: float, jitter_s: float
     """Feed ``text`` word by word, collect the audio, replay it through a jitter-buffered real-time player."""
     stream = Stream(arrival_s=arrival_s, chars=len(text))
     reply = await websocket_reply(url, text_pieces(text, 1), piece_interval_s=1 / words_per_s, timeout_s=120)
-    stream.refused, stream.first_segment = reply.refused, reply.first_segment
+    stream.refused, stream.refusal, stream.first_segment = reply.refused, reply.refusal, reply.first_segment
     stream.error = None if reply.refused else reply.error
     if reply.first_sent is not None:
         stream.total_s = reply.ended_at - reply.first_sent
@@ -133,6 +136,13 @@ async def one_stream(url: str, text: str, *, words_per_s: float, jitter_s: float
     return stream
 
 
+def refusal_rule(message: str) -> str:
+    """Which admission rule a refusal names: the parenthesis of "Server is at capacity (...)", numbers as N
+    ("N concurrent streams", "queued audio is already late for playback", ...)."""
+    match = re.search(r"\((.*)\)", message)
+    return re.sub(r"\d+", "N", match.group(1)) if match else (message or "close 1013")
+
+
 def summarize(streams: list[Stream]) -> dict[str, Any]:
     admitted = [s for s in streams if s.admitted]
     ttfa = [s.ttfa_s for s in admitted if s.ttfa_s is not None]
@@ -146,6 +156,7 @@ def summarize(streams: list[Stream]) -> dict[str, Any]:
         "streams": len(streams),
         "admitted": len(admitted),
         "refused": sum(s.refused for s in streams),
+        "refused_by": dict(Counter(refusal_rule(s.refusal) for s in streams if s.refused)),
         "errors": sum(s.error is not None for s in streams),
         "ttfa_p50_ms": ms(percentile(ttfa, 50)),
         "ttfa_p95_ms": ms(percentile(ttfa, 95)),
@@ -443,6 +454,15 @@ def ab_markdown(result: dict[str, Any]) -> str:
                 f"{s['server_underruns']:g} | {s['max_in_flight']} | {c.get('streams')} ({c.get('source')}, "
                 f"{c.get('measured_real_time_streams')}) |"
             )
+    reasons = [
+        f"- {level[name]['summary']['share_of_capacity_pct']}% {name}: "
+        + ", ".join(f"{count} for {rule!r}" for rule, count in level[name]["summary"].get("refused_by", {}).items())
+        for level in result["levels"]
+        for name in variants
+        if level[name]["summary"].get("refused_by")
+    ]
+    if reasons:
+        lines += ["", "Refused by rule (the server's reason, numbers as N):", "", *reasons]
     lines += ["", *_targets(result)]
     return "\n".join(lines) + "\n"
 
@@ -480,7 +500,7 @@ def _line(label: str, s: dict[str, Any]) -> str:
         f"{label:>8}: {s['streams']} streams ({s['refused']} refused, {s['errors']} errors); first audio p50 "
         f"{s['ttfa_p50_ms']} ms, p95 {s['ttfa_p95_ms']} ms (audible p95 {s.get('audible_p95_ms')} ms); "
         f"stalls/stream {s['stalls_per_stream']} "
-        f"({s['streams_with_stalls']} streams)"
+        f"({s['streams_with_stalls']} streams); refused by {s.get('refused_by') or '-'}"
     )
 
 
