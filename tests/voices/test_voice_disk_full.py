@@ -27,7 +27,12 @@ from websockets.asyncio.client import connect
 from speakwire.engines.piper import PiperEngine
 from speakwire.settings import Settings
 from speakwire.voices.audio import normalise_reference
+from speakwire.voices.fields import VoiceFields
+from speakwire.voices.s3 import S3Location
+from speakwire.voices.shared import SharedVoiceStore
+from speakwire.voices.store import PromptFile
 from support.live_server import LiveServer, start_server
+from support.s3_server import LoopbackS3
 
 DISK_BYTES = 2 * 1024 * 1024
 PAGE = 4096
@@ -204,3 +209,47 @@ def test_a_websocket_voice_add_on_a_full_disk_is_an_insufficient_storage_error_a
     assert (saved["type"], saved["success"]) == ("voice.added", True), saved
     listing, _ = library_state(server, disk)
     assert [v["name"] for v in listing] == [v["name"] for v in before[0]] + ["socket-voice"]
+
+
+def test_a_prompt_another_instance_shared_is_used_even_when_this_cache_has_no_room_for_it(
+    disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A shared library (S3) caches what this instance reads on its own disk. Should that disk be full, a clone
+    # prompt another instance computed is still used as read (it was: the cache's 507 failed the speech request),
+    # and is cached once there is room.
+    s3 = LoopbackS3().start()
+    stores: list[SharedVoiceStore] = []
+    try:
+        for name, value in s3.env().items():
+            monkeypatch.setenv(name, value)
+        s3.create_bucket("speakwire-disk-full")
+        location = S3Location.parse("s3://speakwire-disk-full/voices")
+        prompt = PromptFile("qwen3", "tiny", os.urandom(16 * PAGE))
+        elsewhere = SharedVoiceStore.connect(location, tmp_path / "elsewhere").open()
+        stores.append(elsewhere)
+        voice = elsewhere.add(VoiceFields(name="shared-prompt", consent="test"), normalise_reference(wav_clip(CLIP_S)))
+        here = SharedVoiceStore.connect(location, disk / "cache").open()
+        stores.append(here)
+        found = here.find("shared-prompt")  # the voice comes into this cache while there is room
+        assert found is not None and found.id == voice.id
+        assert here.read_prompt(found, "qwen3", "tiny") is None  # no prompt yet, anywhere
+
+        assert elsewhere.save_prompt(voice, prompt) is not None  # the other instance computes one and shares it
+        leave_free(disk, 4 * PAGE)  # less than the prompt needs here
+        assert here.read_prompt(found, "qwen3", "tiny") == prompt.data
+
+        def cached() -> bytes | None:
+            voice_here = here.cache.find("shared-prompt")
+            assert voice_here is not None  # the voice itself stays cached whole
+            return here.cache.read_prompt(voice_here, "qwen3", "tiny")
+
+        assert cached() is None  # not cached, and nothing half-written beside the voice
+        assert not [p for p in (disk / "cache").rglob("*.tmp")]
+
+        space_back(disk)
+        assert here.read_prompt(found, "qwen3", "tiny") == prompt.data
+        assert cached() == prompt.data  # cached now
+    finally:
+        for store in stores:
+            store.close()
+        s3.stop()

@@ -1,4 +1,4 @@
-"""Parsing a client's JSON: the one ``json.loads`` every protocol's messages go through.
+"""Parsing a client's JSON: the one ``json.loads`` every protocol's messages go through, and its fields' kinds.
 
 CPython's JSON decoder recurses once per nested array or object and raises ``RecursionError`` past the
 interpreter's recursion limit, not ``json.JSONDecodeError``: a few kilobytes of ``[`` slipped past every dialect's
@@ -9,7 +9,10 @@ bad-JSON answer and ended the session as an internal error (a traceback in the l
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
+
+from speakwire.errors import BadRequestError
 
 
 def parse_json(text: str | bytes) -> Any:
@@ -43,4 +46,15 @@ def not_bool(value: Any) -> Any:
     ``int`` takes as 1 and 0 (``20.0`` it takes as 20, as JSON Schema does)."""
     if isinstance(value, bool):
         raise ValueError("must be an integer, not true or false")
+    return value
+
+
+def json_bool(message: Mapping[str, Any], key: str, default: bool) -> bool:
+    """``message[key]`` as a switch: ``true``/``false``, or ``default`` when absent or null; anything else (``1``,
+    ``"yes"``) is a ``BadRequestError`` naming the field."""
+    value = message.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise BadRequestError(f"{key} must be true or false.", param=key)
     return value

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from speakwire.errors import ConflictError, LibraryUnavailableError, NotFoundError
+from speakwire.errors import ConflictError, InsufficientStorageError, LibraryUnavailableError, NotFoundError
 from speakwire.voices.audio import AUDIO_FILE, ReferenceAudio
 from speakwire.voices.changes import Marker
 from speakwire.voices.fields import VoiceFields
@@ -228,7 +228,10 @@ class SharedVoiceStore:
             return None
         if found is None:
             return None
-        self.cache.save_prompt(voice, PromptFile(engine, model, found.data))
+        try:
+            self.cache.save_prompt(voice, PromptFile(engine, model, found.data))
+        except InsufficientStorageError as exc:  # the prompt is in hand: speech need not fail for the cache
+            logger.warning("voices: not caching the clone prompt of '%s' here: %s", voice.name, exc.message)
         return found.data
 
     # ----- writing -------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from typing import Any, Literal, cast
 
 from speakwire.errors import BadRequestError, PayloadTooLargeError, SpeakwireError, TooBusyError
 from speakwire.languages import language_name as to_language_name
-from speakwire.server.json_message import json_int, parse_json
+from speakwire.server.json_message import json_bool, json_int, parse_json
 from speakwire.server.limits import MAX_SESSION_CHARS, MAX_TEXT_MESSAGE_BYTES
 from speakwire.server.options import SpeechOptions
 from speakwire.text.alignment import WordTiming
@@ -153,8 +153,8 @@ def parse_message(text: str) -> Generate | Cancel:
     if not isinstance(transcript, str):
         raise MessageError("transcript must be a string.", param="transcript", context_id=context_id)
     try:
-        continue_ = _bool(message, "continue", False)
-        flush = _bool(message, "flush", False)
+        continue_ = json_bool(message, "continue", False)
+        flush = json_bool(message, "flush", False)
     except BadRequestError as exc:
         raise MessageError(exc.message, param=exc.param, context_id=context_id) from exc
     return Generate(context_id, transcript, continue_, flush, message)
@@ -197,7 +197,7 @@ def parse_spec(message: Mapping[str, Any], *, containers: Sequence[Container] = 
     return ContextSpec(
         options=options,
         output=output,
-        add_timestamps=_bool(message, "add_timestamps", False),
+        add_timestamps=json_bool(message, "add_timestamps", False),
         volume=float(volume),
         max_buffer_delay_s=delay / 1000,
     )
@@ -311,15 +311,6 @@ def _seed(value: Any) -> int | None:
     if seed is None:
         raise BadRequestError("seed must be an integer.", param="seed")
     return seed
-
-
-def _bool(message: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = message.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise BadRequestError(f"{key} must be true or false.", param=key)
-    return value
 
 
 def buffer_delay_s(spec: ContextSpec, tail: str) -> float:

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -56,7 +55,7 @@ from typing import Any, Literal
 
 from speakwire.errors import BadRequestError, PayloadTooLargeError, SpeakwireError
 from speakwire.languages import language_name
-from speakwire.server.json_message import parse_json
+from speakwire.server.json_message import json_int, parse_json
 from speakwire.server.limits import (
     CLOSE_TOO_BIG,
     MAX_CONFIG_BYTES,
@@ -214,16 +213,12 @@ def _optional_str(fields: Mapping[str, Any], key: str, prefix: str = "") -> str 
 
 
 def _rate(value: Any, prefix: str = "") -> int:
-    """A whole number of Hz; JSON's ``1e999`` (inf) and ``NaN`` are refused here, not raised from ``int``."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or (isinstance(value, float) and not math.isfinite(value))
-        or value != int(value)
-    ):
+    """A whole number of Hz (``20`` or ``20.0``; not ``true``, and not JSON's ``1e999`` or ``NaN``)."""
+    rate = json_int(value)
+    if rate is None:
         raise MagpieError(f"sample_rate_hz must be an integer, got {value!r}.", code="invalid_value",
                           param=f"{prefix}sample_rate_hz")  # fmt: skip
-    return int(value)
+    return rate
 
 
 # ----- HTTP -------------------------------------------------------------------------------

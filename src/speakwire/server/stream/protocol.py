@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from speakwire.errors import BadRequestError, SpeakwireError
 from speakwire.server.auth import key_matches
-from speakwire.server.json_message import parse_json
+from speakwire.server.json_message import json_bool, parse_json
 from speakwire.server.limits import (
     CLOSE_GOING_AWAY,
     CLOSE_INTERNAL,
@@ -117,7 +117,7 @@ def parse_config(message: dict[str, Any]) -> StreamConfig:
     fmt = message.get("response_format") or "wav"
     if not isinstance(fmt, str):
         raise BadRequestError("response_format must be a string.", param="response_format")
-    stream_audio = _bool(message, "stream_audio", False)
+    stream_audio = json_bool(message, "stream_audio", False)
     if stream_audio and fmt.lower() != "pcm":
         raise BadRequestError(
             "stream_audio=true sends raw PCM frames as they are produced and needs response_format 'pcm'; "
@@ -130,7 +130,7 @@ def parse_config(message: dict[str, Any]) -> StreamConfig:
             f"split_granularity must be none, sentence or clause, got {granularity!r}.", param="split_granularity"
         )
     ignored = sorted(set(message) - _CONFIG_FIELDS)
-    word_timestamps = _bool(message, "word_timestamps", False)
+    word_timestamps = json_bool(message, "word_timestamps", False)
     if word_timestamps and not stream_audio:
         raise BadRequestError(
             "word_timestamps=true requires stream_audio=true and response_format 'pcm' (timestamps ride the "
@@ -152,7 +152,7 @@ def parse_config(message: dict[str, Any]) -> StreamConfig:
         task_type=_str(message, "task_type"),
         ref_audio=_str(message, "ref_audio"),
         ref_text=_str(message, "ref_text"),
-        x_vector_only_mode=_bool(message, "x_vector_only_mode", False),
+        x_vector_only_mode=json_bool(message, "x_vector_only_mode", False),
         speaker_embedding=message.get("speaker_embedding"),
         seed=_int(message, "seed"),
         max_new_tokens=_int(message, "max_new_tokens"),
@@ -162,7 +162,7 @@ def parse_config(message: dict[str, Any]) -> StreamConfig:
         options=options,
         stream_audio=stream_audio,
         granularity=granularity,
-        close_after_done=_bool(message, "close_after_done", False),
+        close_after_done=json_bool(message, "close_after_done", False),
         ignored_fields=tuple(ignored),
         api_key=_str(message, "api_key"),
         word_timestamps=word_timestamps,
@@ -204,15 +204,6 @@ def _int(message: dict[str, Any], key: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadRequestError(f"{key} must be an integer.", param=key)
-    return value
-
-
-def _bool(message: dict[str, Any], key: str, default: bool) -> bool:
-    value = message.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise BadRequestError(f"{key} must be true or false.", param=key)
     return value
 
 
