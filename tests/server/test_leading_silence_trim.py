@@ -7,6 +7,7 @@ within the onset of the first audible one, and word times move back by exactly w
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from websockets.asyncio.client import connect
 from speakwire.audio.leading_silence import ONSET_S, THRESHOLD
 from speakwire.engines.piper import PiperEngine
 from speakwire.settings import Settings
+from speakwire.synthesis.utterance import MIN_FIRST_AUDIO_S
 from support.live_server import LiveServer, start_server
 
 TEXT = "Hello there. This is the second sentence."
@@ -99,3 +101,34 @@ def test_word_times_move_back_by_what_was_cut(servers: tuple[LiveServer, LiveSer
     assert [w["word"] for w in trimmed] == [w["word"] for w in untrimmed] and trimmed
     for after, before in zip(trimmed, untrimmed, strict=True):
         assert abs(int(before["start_ms"]) - cut_ms - int(after["start_ms"])) <= 1  # type: ignore[call-overload]
+
+
+async def test_a_first_chunk_the_trim_leaves_short_goes_out_with_the_next_and_nothing_is_lost(
+    servers: tuple[LiveServer, LiveServer],
+) -> None:
+    # Fed word by word as an LLM writes, Piper's first decoder window of this reply is mostly silence: cut, it
+    # left 48-108 ms, and a listener with a 100 ms jitter buffer heard a stall unless the next chunk came within
+    # ~150 ms. The first frame now carries at least MIN_FIRST_AUDIO_S; the stream is the untrimmed one from the
+    # cut on, sample for sample.
+    text = "Our train left the station a little late, but the driver made up the time along the coast."
+
+    async def frames(server: LiveServer) -> list[bytes]:
+        got: list[bytes] = []
+        async with connect(server.ws_url) as ws:
+            await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
+            for word in text.split(" "):
+                await ws.send(json.dumps({"type": "input.text", "text": word + " "}))
+                await asyncio.sleep(0.02)  # an LLM's pace: the first sentence is cut, and started, before the rest
+            await ws.send(json.dumps({"type": "input.done"}))
+            while True:
+                message = await ws.recv()
+                if isinstance(message, bytes):
+                    got.append(message)
+                elif json.loads(message).get("type") == "session.done":
+                    return got
+
+    trimmed, untrimmed = await frames(servers[0]), await frames(servers[1])
+    assert len(trimmed[0]) >= 2 * round(MIN_FIRST_AUDIO_S * RATE)
+    whole_trimmed, whole_untrimmed = b"".join(trimmed), b"".join(untrimmed)
+    cut = len(whole_untrimmed) - len(whole_trimmed)
+    assert cut > 0 and whole_trimmed == whole_untrimmed[cut:]

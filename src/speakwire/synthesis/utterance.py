@@ -29,6 +29,8 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import replace
 from typing import Protocol
 
+import numpy as np
+
 from speakwire.audio.chunk import Float32Array, float_to_int16_bytes, s16le_of_suffix
 from speakwire.audio.leading_silence import LeadingSilenceTrimmer, audible_from
 from speakwire.engines.base import SynthesisRequest, SynthesisRun
@@ -49,6 +51,13 @@ from speakwire.synthesis.progress import Progress
 from speakwire.text.alignment import WordTiming
 from speakwire.text.hygiene import clean_text
 from speakwire.text.segmenter import ChunkSchedule, Granularity
+
+MIN_FIRST_AUDIO_S = 0.15
+"""The least audio an utterance's first chunk carries. Once its leading silence is cut, a first decoder window
+may hold only a few tens of milliseconds (Piper, "Our train left the station ...": 48 to 108 ms), and a listener
+whose jitter buffer is 100 ms then hears a stall unless the next chunk comes within that much more: on a loaded
+server it often does not (the open-loop benchmark's stalls 20-60 ms into a stream). Such a piece waits for the
+next chunk, one decoder window (tens of ms) of first audio, instead. Most first chunks are 200-260 ms."""
 
 
 class UtterancePipeline(PipelineState, Protocol):
@@ -111,6 +120,10 @@ class Utterance:
         """The longest ``AudioReady`` so far (how far past the lead one engine chunk can carry it)."""
         self._parked: Callable[[], None] | None = None
         """What continues this utterance's work once the reader has taken enough (run on the loop)."""
+        self._first_held: AudioReady | None = None
+        """The utterance's first audio while it is shorter than ``MIN_FIRST_AUDIO_S``: sent with what follows
+        (or alone, before its sentence's end)."""
+        self._min_first_samples = round(MIN_FIRST_AUDIO_S * output_rate)
         self._trimmer = LeadingSilenceTrimmer(output_rate, enabled=pipeline.trim_leading_silence)
         """Cuts the silence the utterance starts with (``audio.leading_silence``); later word times move back
         by what it cut, so they still count from the first sample the listener gets."""
@@ -267,7 +280,9 @@ class Utterance:
         """Runs on the event loop: an event to the reader, with the playback bookkeeping."""
         if self._done:
             return
-        progress = self._progress
+        if self._first_held is not None and not (isinstance(event, AudioReady) and len(event.samples)):
+            held, self._first_held = self._first_held, None
+            self._send_audio(held)  # its sentence ended (or words follow): it goes out alone, before them
         if isinstance(event, SegmentWords):
             # An aligner's: times move with the trim.
             event = SegmentWords(event.index, self._shift(event.words) if self.wants_words else ())
@@ -280,29 +295,41 @@ class Utterance:
             trimmed = self._trim(event)
             if trimmed is None:
                 return
-            event = trimmed
-            now = time.monotonic()
-            duration = len(event.samples) / self.output_rate
-            if progress.first_audio_at is None:
-                progress.first_audio_at = now
-                self.usage.time_to_first_audio_s = now - (progress.started_at or progress.created_at)
-                if self._observer.on_first_audio:
-                    self._observer.on_first_audio(self.usage.time_to_first_audio_s)
-            elif (
-                progress.playback_end is not None
-                and now > progress.playback_end
-                and progress.segment_submitted_at < progress.playback_end
-                and self._observer.on_underrun
-            ):
-                # Playback ran dry. It is our fault (an underrun) only if the segment was already
-                # queued when the buffered audio ran out; otherwise the client was slow to send text.
-                self._observer.on_underrun()
-            start = now if progress.playback_end is None else max(now, progress.playback_end)
-            progress.playback_end = start + duration
-            self.usage.audio_s += duration
+            if self._first_held is not None:
+                trimmed = _joined(self._first_held, trimmed)
+                self._first_held = None
+            if self._progress.first_audio_at is None and len(trimmed.samples) < self._min_first_samples:
+                self._first_held = trimmed  # too short to carry the listener to the next chunk: sent with it
+                return
+            self._send_audio(trimmed)
+            return
         self._events.put_nowait(event)
         if isinstance(event, SegmentFinished):
             self.usage.segments += 1
+
+    def _send_audio(self, event: AudioReady) -> None:
+        """Runs on the event loop: audio to the reader, on the playback clock (first audio, underruns, usage)."""
+        progress = self._progress
+        now = time.monotonic()
+        duration = len(event.samples) / self.output_rate
+        if progress.first_audio_at is None:
+            progress.first_audio_at = now
+            self.usage.time_to_first_audio_s = now - (progress.started_at or progress.created_at)
+            if self._observer.on_first_audio:
+                self._observer.on_first_audio(self.usage.time_to_first_audio_s)
+        elif (
+            progress.playback_end is not None
+            and now > progress.playback_end
+            and progress.segment_submitted_at < progress.playback_end
+            and self._observer.on_underrun
+        ):
+            # Playback ran dry. It is our fault (an underrun) only if the segment was already
+            # queued when the buffered audio ran out; otherwise the client was slow to send text.
+            self._observer.on_underrun()
+        start = now if progress.playback_end is None else max(now, progress.playback_end)
+        progress.playback_end = start + duration
+        self.usage.audio_s += duration
+        self._events.put_nowait(event)
 
     def _trim(self, event: AudioReady) -> AudioReady | None:
         """``event`` without the utterance's leading silence (None: nothing of it is left to send)."""
@@ -414,3 +441,10 @@ class Utterance:
     def _finish_done(self) -> None:
         if not self._done:
             self._end(cancelled=False)
+
+
+def _joined(first: AudioReady, then: AudioReady) -> AudioReady:
+    """Two consecutive pieces of one sentence's audio as one (word times count from the utterance's start)."""
+    samples = np.concatenate([first.samples, then.samples])
+    s16le = first.s16le + then.s16le if first.s16le is not None and then.s16le is not None else None
+    return AudioReady(then.index, samples, first.words + then.words, s16le)
