@@ -1,4 +1,4 @@
-"""Stateful fuzzing of every WebSocket dialect (and Wyoming's TCP) against one real server with the Piper voice.
+"""Stateful fuzzing of every WebSocket dialect (and Wyoming's TCP) against a real server with the Piper voice.
 
 Each dialect is a hypothesis state machine over its message set, valid and invalid: configurations, text,
 flushes, cancels and context closes in any order, bad JSON, binary where text is expected, oversized frames,
@@ -14,28 +14,42 @@ one, the server's timing aside, and ``SPEAKWIRE_FUZZ_SEED=random`` draws a new o
 steps as code too; it does not shrink them (minutes against a server).
 
 ``test_named_sequences_...`` runs the sequences the issue names every time, with the answers each protocol owes.
+
+Two more servers, each with its own runs (``SPEAKWIRE_FUZZ_KEYED_EXAMPLES``/``_STEPS`` and
+``SPEAKWIRE_FUZZ_DRAIN_EXAMPLES``/``_STEPS`` set their budgets; together about 20 s on an idle 2-core machine, about
+a minute on a loaded one):
+
+* with an API key (``Keyed``): every WebSocket dialect's clients offer the key the ways its SDKs do (a header, a
+  query parameter, Deepgram's subprotocol, a field of the first message), and a rule connects aside with a wrong
+  or missing key, which must get only that dialect's refusal (HTTP 401, or its error and 1008);
+* draining (``Draining``): SIGTERM's drain begins at some step with connections open (at the end at the latest),
+  and every connection must end the protocol's way (1001 after the dialect's notice, 1013 for one opened after),
+  with the same checks of the log and the idle counts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import json
 import os
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, cast
 
 import pytest
-from hypothesis import HealthCheck, Phase, seed, settings
+from hypothesis import HealthCheck, Phase, note, seed, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 from wyoming.event import async_read_event
 
 from speakwire.engines.piper import PiperEngine
+from speakwire.server.drain import DrainEnd, drain
 from speakwire.settings import Settings
 from support.dialect_fuzz import ClientLoop, ServerLog, WatchedServer, WsClient, WsRecord, close_problems
 from support.live_server import free_port, start_server
@@ -57,23 +71,40 @@ STATS: Counter[str] = Counter()
 def watched(piper_engine: PiperEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchedServer]:
     data_dir = tmp_path_factory.mktemp("fuzz-voices")
     settings_ = Settings(max_streams=MAX_STREAMS, wyoming_port=free_port(), data_dir=str(data_dir))
+    with _serve(settings_, piper_engine, DialectMachine, SpeechStream) as server:
+        yield server
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stats() -> Iterator[None]:
+    yield
+    print(f"\nfuzz seed {FUZZ_SEED}: " + ", ".join(f"{k} {v}" for k, v in sorted(STATS.items())))
+
+
+@contextlib.contextmanager
+def _serve(
+    settings_: Settings, engine: PiperEngine, machines: type[DialectMachine], warm_up: type[SpeechStream]
+) -> Iterator[WatchedServer]:
+    """A server for ``machines`` (and their subclasses), warmed up with ``warm_up`` and its idle counts taken.
+
+    Servers of one module live together in this process (a module fixture ends with the module), so each takes its
+    idle counts of threads and descriptors with the earlier ones there, idle."""
     with ServerLog() as log:
-        live = start_server(settings_, engine=piper_engine)
+        live = start_server(settings_, engine=engine)
         server = WatchedServer(live, log)
         client_loop = ClientLoop()
-        DialectMachine.server, DialectMachine.client_loop = server, client_loop
+        machines.server, machines.client_loop = server, client_loop
         try:
-            _warm_up(server)
+            _warm_up(server, warm_up)
             yield server
         finally:
             client_loop.close()
             live.stop()
-    print(f"\nfuzz seed {FUZZ_SEED}: " + ", ".join(f"{k} {v}" for k, v in sorted(STATS.items())))
 
 
-def _warm_up(server: WatchedServer) -> None:
+def _warm_up(server: WatchedServer, stream: type[SpeechStream]) -> None:
     """One utterance per output path, so lazily made threads and caches exist before the idle counts are taken."""
-    machine = SpeechStream()
+    machine = stream()
     for config in ({"response_format": "pcm", "stream_audio": True}, {"response_format": "mp3"}):
         machine.config(config)
         machine.text("Warm up.")
@@ -84,14 +115,14 @@ def _warm_up(server: WatchedServer) -> None:
     server.mark_idle()
 
 
-def run_machine(machine: type[DialectMachine]) -> None:
+def run_machine(machine: type[DialectMachine], examples: int = FUZZ_EXAMPLES, steps: int = FUZZ_STEPS) -> None:
     print(f"fuzz seed {FUZZ_SEED} (replay: SPEAKWIRE_FUZZ_SEED={FUZZ_SEED})")
     factory = seed(FUZZ_SEED)(lambda: machine())
     run_state_machine_as_test(
         factory,
         settings=settings(
-            max_examples=FUZZ_EXAMPLES,
-            stateful_step_count=FUZZ_STEPS,
+            max_examples=examples,
+            stateful_step_count=steps,
             deadline=None,
             database=None,
             print_blob=True,
@@ -169,10 +200,14 @@ class DialectMachine(RuleBasedStateMachine):
     def url(self) -> str:
         return f"ws://127.0.0.1:{self.server.live.settings.port}{self.path}{self.query}"
 
+    def new_client(self) -> WsClient:
+        """A client of this dialect, not yet connected."""
+        return WsClient(self.url())
+
     def connection(self) -> WsClient:
         """The open connection, or a new one (the first step's, or after a close by either side)."""
         if self.current is None or not self.current.open:
-            client = WsClient(self.url())
+            client = self.new_client()
             self.clients.append(client)
             self.run(client.connect())
             STATS[f"{self.name} connections"] += 1
@@ -231,14 +266,19 @@ class DialectMachine(RuleBasedStateMachine):
     # ----- the checks ----------------------------------------------------------------------------
 
     def teardown(self) -> None:
+        problems = self.finish()
+        problems += self.server.settle()
+        problems += self.server.log.take()
+        assert not problems, f"fuzz seed {FUZZ_SEED}:\n" + "\n".join(problems)
+
+    def finish(self) -> list[str]:
+        """End every connection; what the server sent or closed them with that its protocol does not."""
         self.close_all(1000)
         problems: list[str] = []
         for client in self.clients:
             problems += close_problems(client.record, self.closes)
             problems += [f"{client.record.url}: {p}" for p in self.message_problems(client.record)]
-        problems += self.server.settle()
-        problems += self.server.log.take()
-        assert not problems, f"fuzz seed {FUZZ_SEED}:\n" + "\n".join(problems)
+        return problems
 
     def message_problems(self, record: WsRecord) -> list[str]:
         """What the server sent that its protocol does not (per dialect)."""
@@ -561,7 +601,7 @@ class Magpie(DialectMachine):
         problems += [f"server error {m}" for m in json_messages(record)
                      if isinstance(m, dict) and m.get("type") == "error"
                      and m.get("error", {}).get("type") == "server_error"
-                     and m.get("error", {}).get("code") != "server_busy"]  # fmt: skip
+                     and m.get("error", {}).get("code") not in ("server_busy", "shutting_down")]  # fmt: skip
         return problems
 
 
@@ -694,7 +734,7 @@ class Wyoming(DialectMachine):
     def raw_bytes(self, frame: bytes) -> None:
         self.send(frame)
 
-    def teardown(self) -> None:
+    def finish(self) -> list[str]:
         async def close() -> None:
             await asyncio.gather(*(client.close(abort=False) for client in self.tcp))
 
@@ -706,9 +746,7 @@ class Wyoming(DialectMachine):
                     kind == "error" and data.get("code") in ("internal_error", "synthesis_failed")
                 ):
                     problems.append(f"wyoming: unexpected event {kind} {str(data)[:300]}")
-        problems += self.server.settle()
-        problems += self.server.log.take()
-        assert not problems, f"fuzz seed {FUZZ_SEED}:\n" + "\n".join(problems)
+        return problems
 
 
 # ----- the tests ----------------------------------------------------------------------------------------
@@ -896,3 +934,355 @@ def test_named_sequences_get_the_protocols_answers_and_give_everything_back(
     steps(m)
     m.teardown()
     answers(m)
+
+
+# ----- with an API key: each dialect's clients authenticate as its SDKs do; a wrong key gets its own refusal ------
+
+KEY = "fuzz-key-7Qx2"
+KEYED_EXAMPLES = int(os.environ.get("SPEAKWIRE_FUZZ_KEYED_EXAMPLES", "4"))
+KEYED_STEPS = int(os.environ.get("SPEAKWIRE_FUZZ_KEYED_STEPS", "10"))
+WRONG_KEYS = st.sampled_from([None, "wrong-key", KEY + "x", KEY.upper()])
+"""What a refused client offers: no key at all (None), or a key that is not the server's."""
+
+
+@dataclass(frozen=True)
+class KeyWay:
+    """Where a client puts the API key: a header (after ``scheme``), a query parameter, the ``Sec-WebSocket-Protocol``
+    pair ``<name>, <key>`` (Deepgram's browser clients), or a field of its first message (``KeyedDialect.opener``)."""
+
+    where: Literal["header", "query", "subprotocol", "message"]
+    name: str
+    scheme: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.where} {self.name}"
+
+
+@dataclass(frozen=True)
+class KeyedDialect:
+    """How a dialect's clients authenticate (``ways``), and how the server refuses a wrong or missing key."""
+
+    ways: tuple[KeyWay, ...]
+    opener: dict[str, Any] | None
+    """The first message, which a ``message`` way adds the key to and a refused client sends to hear its refusal
+    (None: none besides the dialect's own, ``DialectMachine.opened``)."""
+    refusal: Callable[[Any], bool] | None = None
+    """The one message a refused client gets before the server closes with 1008, as a predicate on the JSON; None:
+    the handshake itself is refused (HTTP 401)."""
+
+
+BEARER = KeyWay("header", "Authorization", "Bearer ")
+QUERY = KeyWay("query", "api_key")
+KEYED: dict[type[DialectMachine], KeyedDialect] = {
+    # vLLM-Omni's client (OpenAI's Bearer), a browser's ?api_key=, or session.config's api_key.
+    SpeechStream: KeyedDialect(
+        (BEARER, QUERY, KeyWay("message", "api_key")),
+        {"type": "session.config", "response_format": "pcm", "stream_audio": True},
+        lambda m: m.get("type") == "error" and m.get("code") == "unauthorized",
+    ),
+    # The elevenlabs SDK's xi-api-key header, or the documented first message's xi_api_key.
+    **dict.fromkeys(
+        [ElevenLabsStreamInput, ElevenLabsMultiStreamInput],
+        KeyedDialect(
+            (KeyWay("header", "xi-api-key"), KeyWay("message", "xi_api_key")),
+            {"text": " "},
+            lambda m: m.get("error") == "invalid_api_key" and m.get("code") == 1008,
+        ),
+    ),
+    # cartesia's SDKs: X-API-Key, ?api_key= (the older WebSocket URL), Authorization: Bearer.
+    Cartesia: KeyedDialect((KeyWay("header", "X-API-Key"), QUERY, BEARER), None),
+    # deepgram-sdk's Authorization: Token, a browser's Sec-WebSocket-Protocol: token, <key>.
+    Deepgram: KeyedDialect((KeyWay("header", "Authorization", "Token "), KeyWay("subprotocol", "token")), None),
+    # Magpie outside SageMaker: a header or ?api_key= (its first message is its own, Magpie.opened).
+    Magpie: KeyedDialect(
+        (BEARER, QUERY),
+        None,
+        lambda m: m.get("type") == "error" and m.get("error", {}).get("code") == "unauthorized",
+    ),
+}
+
+
+class Keyed(DialectMachine):
+    """A dialect's machine (the class after this one in the MRO) against the server with ``KEY``: each connection
+    offers the key one of the dialect's ways (``KEYED``), drawn per connection, and never hears the refusal;
+    ``wrong_key`` connects aside with a wrong or missing key (once at the end of a run at the latest), which must get
+    only the dialect's refusal (a 401 handshake, or its error and 1008), nothing spoken."""
+
+    server: ClassVar[WatchedServer]
+    client_loop: ClassVar[ClientLoop]
+    dialect: ClassVar[KeyedDialect]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rng = random.Random(0)
+        self.way = self.dialect.ways[0]
+        """The way the current connection offers the key."""
+        self.ways: dict[WsClient, KeyWay] = {}
+        self.refused: list[tuple[KeyWay | None, WsClient]] = []
+        self.last_knock: tuple[KeyWay | None, str | None] | None = None
+        """The wrong key the run ends with if ``wrong_key`` never came."""
+
+    @initialize(rng=st.randoms(use_true_random=False), data=st.data())
+    def choose_ways(self, rng: random.Random, data: st.DataObject) -> None:
+        self.rng = rng
+        self.last_knock = self.draw_wrong_key(data)
+
+    def draw_wrong_key(self, data: st.DataObject) -> tuple[KeyWay | None, str | None]:
+        way = data.draw(st.sampled_from([None, *self.dialect.ways]), label="wrong key way")
+        return way, None if way is None else data.draw(WRONG_KEYS, label="wrong key")
+
+    def client(self, way: KeyWay | None, key: str | None) -> WsClient:
+        """A client offering ``key`` (None: none) the ``way`` way."""
+        url, headers, subprotocols = self.url(), {}, None
+        if way is not None and key is not None:
+            if way.where == "header":
+                headers[way.name] = way.scheme + key
+            elif way.where == "query":
+                url += ("&" if "?" in url else "?") + f"{way.name}={key}"
+            elif way.where == "subprotocol":
+                subprotocols = [way.name, key]
+        return WsClient(url, headers=headers, subprotocols=subprotocols)
+
+    def new_client(self) -> WsClient:
+        self.way = self.rng.choice(self.dialect.ways)
+        STATS[f"{self.name} key {self.way}"] += 1
+        client = self.client(self.way, KEY)
+        self.ways[client] = self.way
+        return client
+
+    def opened(self, client: WsClient) -> None:
+        if self.way.where == "message":
+            assert self.dialect.opener is not None
+            self.run(client.send(dumps({**self.dialect.opener, self.way.name: KEY})))
+        super().opened(client)
+
+    @rule(data=st.data())
+    def wrong_key(self, data: st.DataObject) -> None:
+        self.knock(*self.draw_wrong_key(data))
+
+    def knock(self, way: KeyWay | None, key: str | None) -> None:
+        """A connection aside offering ``key`` (None: none) the ``way`` way, until the server has answered it."""
+        client = self.client(way, key)
+        self.refused.append((way, client))
+        STATS[f"{self.name} refused connections"] += 1
+        if not self.run(client.connect()):
+            return
+        if self.dialect.opener is not None:
+            field = {way.name: key} if way is not None and way.where == "message" and key is not None else {}
+            self.run(client.send(dumps({**self.dialect.opener, **field})))
+        super().opened(client)  # the dialect's own first message (Magpie's)
+        self.run(client.wait_closed(10))
+        self.run(client.close(1000))
+
+    def finish(self) -> list[str]:
+        if not self.refused and self.last_knock is not None:
+            self.knock(*self.last_knock)
+        problems = super().finish()
+        refusal = self.dialect.refusal or (lambda _: False)
+        for client in self.clients:
+            refused = [m for m in json_messages(client.record) if isinstance(m, dict) and refusal(m)]
+            way = self.ways.get(client)
+            problems += [f"{client.record.url} ({way}): refused with the key: {str(m)[:200]}" for m in refused]
+        for way, client in self.refused:
+            problems += [f"{client.record.url} (wrong key, {way}): {p}" for p in self.refusal_problems(client.record)]
+        return problems
+
+    def refusal_problems(self, record: WsRecord) -> list[str]:
+        """What a client with a wrong or missing key got besides the dialect's refusal."""
+        if self.dialect.refusal is None:
+            if record.refused is not None and "401" in record.refused:
+                return []
+            return [f"not refused with HTTP 401: {record.refused or record.received[:3]} {record.server_close}"]
+        if record.refused is not None:
+            return [f"handshake refused: {record.refused}"]
+        messages = list(json_messages(record))
+        problems = []
+        if len(record.received) != 1 or len(messages) != 1 or not self.dialect.refusal(messages[0]):
+            problems.append(f"not just the refusal: {[str(m)[:200] for m in record.received]}")
+        if record.server_close is None or record.server_close[0] != 1008:
+            problems.append(f"closed {record.server_close}, not 1008 (client closed: {record.client_closed})")
+        return problems
+
+
+def _keyed(machine: type[DialectMachine]) -> type[Keyed]:
+    return type(f"Keyed{machine.__name__}", (Keyed, machine), {"name": f"{machine.name} keyed",
+                                                                "dialect": KEYED[machine]})  # fmt: skip
+
+
+KEYED_DIALECTS = [_keyed(machine) for machine in KEYED]
+"""Wyoming is not among them: the protocol has no credentials (the port is for a trusted network)."""
+
+
+@pytest.fixture(scope="module")
+def keyed(piper_engine: PiperEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchedServer]:
+    data_dir = tmp_path_factory.mktemp("fuzz-keyed-voices")
+    settings_ = Settings(max_streams=MAX_STREAMS, api_key=KEY, data_dir=str(data_dir))
+    with _serve(settings_, piper_engine, Keyed, cast("type[SpeechStream]", KEYED_DIALECTS[0])) as server:
+        yield server
+
+
+@pytest.mark.parametrize("machine", KEYED_DIALECTS, ids=[m.name for m in KEYED_DIALECTS])
+def test_with_an_api_key_each_sdks_way_is_let_in_and_a_wrong_key_gets_only_the_refusal(
+    keyed: WatchedServer, machine: type[Keyed]
+) -> None:
+    run_machine(machine, KEYED_EXAMPLES, KEYED_STEPS)
+
+
+# ----- a drain while connections are open ---------------------------------------------------------------
+
+DRAIN_EXAMPLES = int(os.environ.get("SPEAKWIRE_FUZZ_DRAIN_EXAMPLES", "4"))
+DRAIN_STEPS = int(os.environ.get("SPEAKWIRE_FUZZ_DRAIN_STEPS", "10"))
+DRAIN_TIMEOUTS = st.sampled_from([0.0, 0.3, 1.0])
+"""How long a drain waits for the utterances in flight (short: an utterance the run left open holds it so long)."""
+GOING_AWAY: dict[type[DialectMachine], Callable[[Any], bool]] = {
+    SpeechStream: lambda m: m.get("type") == "error" and m.get("code") == "shutting_down",
+    **dict.fromkeys(
+        [ElevenLabsStreamInput, ElevenLabsMultiStreamInput],
+        lambda m: m.get("error") == "shutting_down" and m.get("code") == 1001,
+    ),
+    Cartesia: lambda m: m.get("type") == "error" and m.get("status_code") == 503,
+    Deepgram: lambda m: m.get("type") == "Warning" and m.get("code") == "SHUTTING_DOWN",
+    Magpie: lambda m: m.get("type") == "error" and m.get("error", {}).get("code") == "shutting_down",
+}
+"""Each dialect's notice before its going-away close (1001) at the end of a drain (``WebSocketSession.going_away``)."""
+
+
+class Draining(DialectMachine):
+    """A dialect's machine (the class after this one in the MRO) on a server that begins SIGTERM's drain
+    (``server.drain.drain``, in process) after a drawn step with a connection open, or at the end of a run that
+    stopped sooner; the steps after it run while the drain waits for the utterances in flight, and after. Every
+    connection must then end the protocol's way: the sessions the drain found with 1001 after the dialect's notice
+    (``GOING_AWAY``), later ones refused with 1013, none left open, and a new one is refused too. After the run the
+    server stops draining, as the next process would start (a drain's hand-over to uvicorn's shutdown is
+    ``tests/server/test_drain.py``'s)."""
+
+    server: ClassVar[WatchedServer]
+    client_loop: ClassVar[ClientLoop]
+    dialect: ClassVar[type[DialectMachine]]
+    """The machine drained (its notice: ``GOING_AWAY``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drain: concurrent.futures.Future[DrainEnd] | None = None
+        self.steps = 0
+        self.drain_at, self.drain_timeout = 0, 0.0
+
+    @initialize(at=st.integers(0, DRAIN_STEPS - 1), timeout=DRAIN_TIMEOUTS)
+    def schedule_drain(self, at: int, timeout: float) -> None:
+        self.drain_at, self.drain_timeout = at, timeout
+
+    @invariant()
+    def drain_when_due(self) -> None:
+        """An invariant runs after every step: the drain begins after the drawn one."""
+        if self.drain is None and self.steps == self.drain_at:
+            self.begin_drain(self.drain_timeout)
+        self.steps += 1
+
+    def begin_drain(self, timeout: float) -> None:
+        self.touch()
+        note(f"the drain begins after step {self.steps} (timeout {timeout:g} s)")
+        STATS[f"{self.name} drains"] += 1
+        self.drain = asyncio.run_coroutine_threadsafe(drain(self.server.live.state, timeout), self.server.loop)
+
+    def touch(self) -> None:
+        """Open a connection unless one is."""
+        self.connection()
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()
+        finally:
+            if self.drain is not None:
+                with contextlib.suppress(Exception):
+                    self.drain.result(60)
+            self.server.live.state.draining = False
+
+    def finish(self) -> list[str]:
+        if self.drain is None:
+            STATS[f"{self.name} drains at the end"] += 1
+            self.begin_drain(0.0)
+        assert self.drain is not None
+        self.drain.result(60)
+        problems = self.after_drain()
+        problems += super().finish()
+        for client in self.clients:
+            record = client.record
+            code = record.server_close[0] if record.server_close is not None else None
+            STATS[f"{self.name} closes {code}{' (echo)' if record.client_closed else ''}"] += 1
+            # The server's own 1001 (not its echo of a client's close) comes after the dialect's notice.
+            notice = any(isinstance(m, dict) and GOING_AWAY[self.dialect](m) for m in json_messages(record))
+            if code == 1001 and record.client_closed is None and not notice:
+                problems.append(f"{record.url}: 1001 without its notice: {record.received[-3:]}")
+        return problems
+
+    def after_drain(self) -> list[str]:
+        """Once the drain is done: no connection is left open, and a new one is refused with 1013."""
+
+        async def ended() -> None:
+            await asyncio.gather(*(client.wait_closed(10) for client in self.clients))
+
+        self.run(ended())
+        problems = [f"{client.record.url}: still open after the drain" for client in self.clients if client.open]
+        late = self.new_client()
+        self.clients.append(late)
+        if self.run(late.connect()):
+            self.opened(late)
+            self.run(late.wait_closed(10))
+            self.run(late.close(1000))
+        if late.record.server_close is None or late.record.server_close[0] != 1013:
+            problems.append(f"{late.record.url}: a connection after the drain: {late.record.server_close}, "
+                            f"{late.record.refused}, not 1013")  # fmt: skip
+        return problems
+
+
+def _draining(machine: type[DialectMachine]) -> type[Draining]:
+    return type(f"Draining{machine.__name__}", (Draining, machine), {
+        "name": f"{machine.name} drain", "closes": machine.closes | {1001}, "dialect": machine,
+    })  # fmt: skip
+
+
+class DrainingWyoming(Draining, Wyoming):
+    """Wyoming's connections are sessions the drain ends too (TCP has no close code: its error ``shutting_down``,
+    then its requests' endings); one opened after the drain's last look is left to the listener's stop, so only its
+    requests are checked: a new connection's ``synthesize`` is refused with ``shutting_down``, and it closes."""
+
+    name = "wyoming drain"
+    dialect = Wyoming
+
+    def touch(self) -> None:
+        self.tcp_client()
+
+    def after_drain(self) -> list[str]:
+        late = WyomingClient(self.server.live.settings.wyoming_port or 0)
+        self.tcp.append(late)
+        self.run(late.connect())
+        self.run(late.send(wyoming_frame("synthesize", {"text": "Refused while draining."})))
+
+        async def closed() -> None:
+            deadline = time.monotonic() + 10
+            while late.open and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+
+        self.run(closed())
+        got = [(kind, data.get("code")) for kind, data in late.events]
+        if got != [("error", "shutting_down")] or late.open:
+            return [f"wyoming: a connection after the drain got {got} (open: {late.open}), not its refusal"]
+        return []
+
+
+DRAINING_DIALECTS: list[type[Draining]] = [*(_draining(machine) for machine in GOING_AWAY), DrainingWyoming]
+
+
+@pytest.fixture(scope="module")
+def draining(piper_engine: PiperEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchedServer]:
+    data_dir = tmp_path_factory.mktemp("fuzz-drain-voices")
+    settings_ = Settings(max_streams=MAX_STREAMS, wyoming_port=free_port(), data_dir=str(data_dir))
+    with _serve(settings_, piper_engine, Draining, cast("type[SpeechStream]", DRAINING_DIALECTS[0])) as server:
+        yield server
+
+
+@pytest.mark.parametrize("machine", DRAINING_DIALECTS, ids=[m.name for m in DRAINING_DIALECTS])
+def test_a_drain_ends_every_connection_the_protocols_way_and_gives_everything_back(
+    draining: WatchedServer, machine: type[Draining]
+) -> None:
+    run_machine(machine, DRAIN_EXAMPLES, DRAIN_STEPS)

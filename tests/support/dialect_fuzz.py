@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.typing import Subprotocol
 
 from support.live_server import LiveServer
 
@@ -202,8 +203,13 @@ class WsRecord:
 class WsClient:
     """A fuzzing WebSocket client: sends anything, reads everything into its record."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(
+        self, url: str, *, headers: dict[str, str] | None = None, subprotocols: list[str] | None = None
+    ) -> None:
         self.record = WsRecord(url)
+        self.headers = headers
+        """Handshake headers (an API key's, for one)."""
+        self.subprotocols = [Subprotocol(s) for s in subprotocols] if subprotocols else None
         self._ws: ClientConnection | None = None
         self._reader: asyncio.Task[None] | None = None
 
@@ -214,7 +220,8 @@ class WsClient:
     async def connect(self) -> bool:
         try:
             self._ws = await connect(self.record.url, max_size=None, open_timeout=20, ping_interval=None,
-                                     close_timeout=20)  # fmt: skip
+                                     close_timeout=20, additional_headers=self.headers,
+                                     subprotocols=self.subprotocols)  # fmt: skip
         except (InvalidHandshake, OSError, TimeoutError) as exc:
             self.record.refused = f"{type(exc).__name__}: {exc}"
             return False
@@ -253,6 +260,12 @@ class WsClient:
         received = ws.protocol.close_rcvd
         if received is not None:
             self.record.server_close = (received.code, received.reason)
+
+    async def wait_closed(self, timeout: float) -> None:
+        """Until the server has ended the connection (or ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while self.open and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
 
     async def wait_for(self, predicate: Any, timeout: float) -> None:
         """Until a received message satisfies ``predicate`` (or the connection ends, or ``timeout``)."""
