@@ -19,8 +19,9 @@ async def test_a_refused_stream_carries_the_rule_that_refused_it(piper_engine: P
         holder = asyncio.create_task(
             websocket_reply(live.ws_url, text_pieces(LONG, 1), piece_interval_s=0.02, timeout_s=60)
         )
-        while live.state.pipeline is None or live.state.pipeline.active == 0:
-            await asyncio.sleep(0.01)
+        async with asyncio.timeout(30):
+            while live.state.pipeline is None or live.state.pipeline.active == 0:
+                await asyncio.sleep(0.01)
         late = await websocket_reply(live.ws_url, ["Is there room?"], piece_interval_s=0, timeout_s=30)
         held = await holder
     finally:

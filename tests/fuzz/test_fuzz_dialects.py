@@ -69,9 +69,7 @@ STATS: Counter[str] = Counter()
 
 @pytest.fixture(scope="module")
 def watched(piper_engine: PiperEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchedServer]:
-    data_dir = tmp_path_factory.mktemp("fuzz-voices")
-    settings_ = Settings(max_streams=MAX_STREAMS, wyoming_port=free_port(), data_dir=str(data_dir))
-    with _serve(settings_, piper_engine, DialectMachine, SpeechStream) as server:
+    with _serve(tmp_path_factory, piper_engine, DialectMachine, SpeechStream, wyoming_port=free_port()) as server:
         yield server
 
 
@@ -83,14 +81,20 @@ def _stats() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _serve(
-    settings_: Settings, engine: PiperEngine, machines: type[DialectMachine], warm_up: type[SpeechStream]
+    tmp_path_factory: pytest.TempPathFactory,
+    engine: PiperEngine,
+    machines: type[DialectMachine],
+    warm_up: type[SpeechStream],
+    **settings: Any,
 ) -> Iterator[WatchedServer]:
-    """A server for ``machines`` (and their subclasses), warmed up with ``warm_up`` and its idle counts taken.
+    """A server for ``machines`` (and their subclasses), warmed up with ``warm_up`` and its idle counts taken: the
+    fuzzers' ``MAX_STREAMS``, a voice library of its own, and ``settings``.
 
     Servers of one module live together in this process (a module fixture ends with the module), so each takes its
     idle counts of threads and descriptors with the earlier ones there, idle."""
+    data_dir = tmp_path_factory.mktemp("fuzz-voices")
     with ServerLog() as log:
-        live = start_server(settings_, engine=engine)
+        live = start_server(Settings(max_streams=MAX_STREAMS, data_dir=str(data_dir), **settings), engine=engine)
         server = WatchedServer(live, log)
         client_loop = ClientLoop()
         machines.server, machines.client_loop = server, client_loop
@@ -1115,9 +1119,8 @@ KEYED_DIALECTS = [_keyed(machine) for machine in KEYED]
 
 @pytest.fixture(scope="module")
 def keyed(piper_engine: PiperEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchedServer]:
-    data_dir = tmp_path_factory.mktemp("fuzz-keyed-voices")
-    settings_ = Settings(max_streams=MAX_STREAMS, api_key=KEY, data_dir=str(data_dir))
-    with _serve(settings_, piper_engine, Keyed, cast("type[SpeechStream]", KEYED_DIALECTS[0])) as server:
+    warm_up = cast("type[SpeechStream]", KEYED_DIALECTS[0])
+    with _serve(tmp_path_factory, piper_engine, Keyed, warm_up, api_key=KEY) as server:
         yield server
 
 
@@ -1275,9 +1278,8 @@ DRAINING_DIALECTS: list[type[Draining]] = [*(_draining(machine) for machine in G
 
 @pytest.fixture(scope="module")
 def draining(piper_engine: PiperEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchedServer]:
-    data_dir = tmp_path_factory.mktemp("fuzz-drain-voices")
-    settings_ = Settings(max_streams=MAX_STREAMS, wyoming_port=free_port(), data_dir=str(data_dir))
-    with _serve(settings_, piper_engine, Draining, cast("type[SpeechStream]", DRAINING_DIALECTS[0])) as server:
+    warm_up = cast("type[SpeechStream]", DRAINING_DIALECTS[0])
+    with _serve(tmp_path_factory, piper_engine, Draining, warm_up, wyoming_port=free_port()) as server:
         yield server
 
 
